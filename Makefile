@@ -1,0 +1,72 @@
+# The two commands: `make run` and `make test`. Everything else is a step of theirs.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check -q
+TOOLS := $(CURDIR)/.tools
+NU_VERSION ?= 0.108.0
+PORT ?= 8000
+export PATH := $(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
+export REGISTRY_DATA_DIR ?= $(CURDIR)/var
+
+.PHONY: run test lint bench install install-dev tools services migrate examples clean
+
+$(VENV)/.installed: requirements.txt pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found (Python 3.11 is required)"; exit 1; }
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -r requirements.txt
+	$(PIP) install --no-deps -e .
+	@touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt
+	$(PIP) install -r requirements-dev.txt
+	@touch $@
+
+install: $(VENV)/.installed
+install-dev: $(VENV)/.installed-dev
+
+# Nushell (from npm) so that `.nu` files are parsed and extension tests run for real.
+$(TOOLS)/bin/nu:
+	@mkdir -p $(TOOLS)/bin
+	@if command -v npm >/dev/null; then \
+	  npm install --silent --no-audit --no-fund --prefix $(TOOLS) nushell@$(NU_VERSION) && \
+	  ln -sf $(TOOLS)/node_modules/@nushell/linux-x64/bin/nu $(TOOLS)/bin/nu; \
+	else echo "warning: npm not found; Nushell checks will be reported as skipped"; fi
+
+tools: $(TOOLS)/bin/nu
+
+# Debian packages for the real services the tests start themselves (PostgreSQL, Redis).
+services:
+	@missing=""; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing$$missing"; \
+	  (apt-get install -y -q $$missing >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q $$missing >/dev/null)) \
+	    || { echo "error: could not install$$missing (needs root and Debian's packages)"; exit 1; }; \
+	fi
+
+migrate: install
+	$(PY) manage.py migrate --noinput -v 0
+
+examples: migrate
+	$(PY) manage.py publish --skip-existing extensions/providers/* extensions/taskservs/* extensions/clusters/*
+
+run: install tools migrate examples
+	@echo "serving the registry on http://127.0.0.1:$(PORT)"
+	$(PY) manage.py runserver --noreload 127.0.0.1:$(PORT)
+
+lint: install-dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check extensions clients registry builds
+	$(VENV)/bin/mypy extensions clients registry builds
+
+test: install-dev tools services lint
+	$(PY) -m pytest -n $${PYTEST_WORKERS:-auto} --dist loadgroup $(PYTEST_ARGS)
+
+bench: install-dev tools services
+	$(PY) -m bench $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) $(TOOLS) var dist .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,1 @@
+"""The build pipeline: Build model, services, Celery tasks, and the publish/build endpoints."""

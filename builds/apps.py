@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class BuildsConfig(AppConfig):
+    name = "builds"
+    verbose_name = "Builds"
+    default_auto_field = "django.db.models.BigAutoField"

@@ -1,0 +1,155 @@
+"""Small typed helpers that read settings from the environment and fail loudly on bad values."""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+_SIZE = re.compile(r"^\s*(\d+)\s*(b|k|kb|kib|m|mb|mib|g|gb|gib)?\s*$", re.IGNORECASE)
+_SIZE_UNITS = {
+    None: 1, "b": 1,
+    "k": 1024, "kb": 1000, "kib": 1024,
+    "m": 1024**2, "mb": 1000**2, "mib": 1024**2,
+    "g": 1024**3, "gb": 1000**3, "gib": 1024**3,
+}  # fmt: skip
+_RATE = re.compile(r"^\d+/(s|sec|second|m|min|minute|h|hour|d|day)$")
+
+
+def _raw(name: str) -> str | None:
+    value = os.environ.get(name)
+    return None if value is None else value.strip()
+
+
+def env_str(name: str, default: str = "") -> str:
+    value = _raw(name)
+    return default if value is None or value == "" else value
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    value = _raw(name)
+    if value is None:
+        return default
+    if value.lower() in _TRUE:
+        return True
+    if value.lower() in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name}={value!r} is not a boolean: use one of 1/0, true/false, yes/no, on/off")
+
+
+def env_int(name: str, default: int, *, minimum: int = 0) -> int:
+    value = _raw(name)
+    if value is None or value == "":
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r} is not a whole number") from None
+    if number < minimum:
+        raise ImproperlyConfigured(f"{name}={number} is too small: it must be at least {minimum}")
+    return number
+
+
+def env_size(name: str, default: int) -> int:
+    """A byte size: ``52428800``, ``50MiB``, ``64KiB``, ``1GB``."""
+    value = _raw(name)
+    if value is None or value == "":
+        return default
+    match = _SIZE.match(value)
+    if not match:
+        raise ImproperlyConfigured(f"{name}={value!r} is not a size: use bytes or a unit (64KiB, 50MiB, 1GiB)")
+    unit = match.group(2).lower() if match.group(2) else None
+    size = int(match.group(1)) * _SIZE_UNITS[unit]
+    if size <= 0:
+        raise ImproperlyConfigured(f"{name}={value!r} must be greater than zero")
+    return size
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    value = _raw(name)
+    if value is None:
+        return list(default)
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def env_path(name: str, default: Path) -> Path:
+    value = _raw(name)
+    return (Path(value).expanduser() if value else default).resolve()
+
+
+def env_rate(name: str, default: str) -> str:
+    """A throttle rate in DRF's syntax: ``60/minute``, ``5/s``."""
+    value = env_str(name, default)
+    if not _RATE.match(value):
+        raise ImproperlyConfigured(f"{name}={value!r} is not a rate: use N/second, N/minute, N/hour or N/day")
+    return value
+
+
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = env_str(name, default).lower()
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name}={value!r} is not allowed: use one of {', '.join(choices)}")
+    return value
+
+
+def redact_url(url: str) -> str:
+    """The URL with any password replaced, for error messages and logs."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable URL>"
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+        return parts._replace(netloc=netloc).geturl()
+    return url
+
+
+def database_from_url(name: str, default: str) -> dict[str, object]:
+    """Django's DATABASES entry from a URL; only PostgreSQL and SQLite are supported."""
+    import dj_database_url
+
+    url = env_str(name, default)
+    allowed = "postgres://USER:PASSWORD@HOST:PORT/NAME or sqlite:///ABSOLUTE/PATH"
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme not in {"postgres", "postgresql", "pgsql", "sqlite"}:
+        raise ImproperlyConfigured(f"{name}={redact_url(url)!r} is not a database URL: use {allowed}")
+    try:
+        config = dict(dj_database_url.parse(url, conn_max_age=60 if scheme != "sqlite" else 0))
+    except (ValueError, KeyError) as exc:
+        raise ImproperlyConfigured(f"{name}={redact_url(url)!r} could not be read ({exc}): use {allowed}") from None
+    if scheme != "sqlite" and not config.get("NAME"):
+        raise ImproperlyConfigured(f"{name}={redact_url(url)!r} names no database: use {allowed}")
+    if scheme == "sqlite":
+        config.setdefault("OPTIONS", {})
+        # WAL and a busy timeout let the web process and in-process tasks share the file.
+        config["OPTIONS"] = {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL;"}
+    return config
+
+
+def secret_key(name: str, data_dir: Path) -> str:
+    """The configured secret key, or one generated on first start and kept (mode 0600) in data_dir."""
+    value = env_str(name)
+    if value:
+        if len(value) < 32:
+            raise ImproperlyConfigured(f"{name} is too short: use at least 32 random characters")
+        return value
+    path = data_dir / "secret_key"
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        pass
+    data_dir.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_urlsafe(50)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another process won the race: use its key
+        return path.read_text(encoding="utf-8").strip()
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(key + "\n")
+    return key

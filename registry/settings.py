@@ -1,0 +1,204 @@
+"""The one settings module. Every value comes from the environment through the typed helpers in
+`registry.env`, with embedded defaults that run on one machine (SQLite, files under
+REGISTRY_DATA_DIR, Celery tasks in-process). See docs/configuration.md for every variable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from registry.env import (
+    database_from_url,
+    env_bool,
+    env_choice,
+    env_int,
+    env_list,
+    env_path,
+    env_rate,
+    env_size,
+    env_str,
+    secret_key,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+REGISTRY_DATA_DIR = env_path("REGISTRY_DATA_DIR", BASE_DIR / "var")
+
+SECRET_KEY = secret_key("DJANGO_SECRET_KEY", REGISTRY_DATA_DIR)
+DEBUG = env_bool("DJANGO_DEBUG", False)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+# Behind a TLS-terminating proxy, set REGISTRY_BEHIND_PROXY=1 so secure cookies and scheme are right.
+if env_bool("REGISTRY_BEHIND_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+# The public base URL of the registry, used in download URLs; empty means "from the request".
+REGISTRY_PUBLIC_URL = env_str("REGISTRY_PUBLIC_URL", "").rstrip("/")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "registry",
+    "builds",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "registry.urls"
+WSGI_APPLICATION = "registry.wsgi.application"
+APPEND_SLASH = False
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": database_from_url("DATABASE_URL", f"sqlite:///{REGISTRY_DATA_DIR / 'registry.sqlite3'}"),
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = REGISTRY_DATA_DIR / "static"
+
+# Uploads: small ones in memory, anything larger streams to a temporary file while it is read.
+FILE_UPLOAD_MAX_MEMORY_SIZE = 256 * 1024
+DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
+FILE_UPLOAD_TEMP_DIR = None
+
+# --- Storage: files under REGISTRY_DATA_DIR, or S3 through django-storages/boto3 ---------------
+REGISTRY_STORAGE = env_choice("REGISTRY_STORAGE", "files", ("files", "s3"))
+REGISTRY_PRESIGN_SECONDS = env_int("REGISTRY_PRESIGN_SECONDS", 300, minimum=10)
+if REGISTRY_STORAGE == "s3":
+    _packages_storage: dict[str, object] = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": env_str("REGISTRY_S3_BUCKET", "provisioning-extensions"),
+            "endpoint_url": env_str("REGISTRY_S3_ENDPOINT_URL") or None,
+            "region_name": env_str("REGISTRY_S3_REGION") or None,
+            "access_key": env_str("REGISTRY_S3_ACCESS_KEY_ID") or env_str("AWS_ACCESS_KEY_ID") or None,
+            "secret_key": env_str("REGISTRY_S3_SECRET_ACCESS_KEY") or env_str("AWS_SECRET_ACCESS_KEY") or None,
+            "location": env_str("REGISTRY_S3_PREFIX", "packages"),
+            "file_overwrite": False,
+            "querystring_auth": True,
+            "querystring_expire": REGISTRY_PRESIGN_SECONDS,
+            "default_acl": None,
+            "object_parameters": {"ContentType": "application/gzip"},
+        },
+    }
+else:
+    _packages_storage = {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": str(REGISTRY_DATA_DIR / "packages"), "file_permissions_mode": 0o644},
+    }
+STORAGES = {
+    "default": {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": str(REGISTRY_DATA_DIR / "media")},
+    },
+    "packages": _packages_storage,
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
+
+# --- Package limits (SPEC 2.4) -----------------------------------------------------------------
+REGISTRY_MAX_PACKAGE_BYTES = env_size("REGISTRY_MAX_PACKAGE_BYTES", 50 * 1024**2)
+REGISTRY_MAX_UNPACKED_BYTES = env_size("REGISTRY_MAX_UNPACKED_BYTES", 200 * 1024**2)
+REGISTRY_MAX_MEMBERS = env_int("REGISTRY_MAX_MEMBERS", 10_000, minimum=1)
+REGISTRY_MAX_PATH_BYTES = env_int("REGISTRY_MAX_PATH_BYTES", 255, minimum=16)
+REGISTRY_MAX_DEPTH = env_int("REGISTRY_MAX_DEPTH", 32, minimum=1)
+REGISTRY_MAX_MANIFEST_BYTES = env_size("REGISTRY_MAX_MANIFEST_BYTES", 64 * 1024)
+
+# --- Celery: in-process (eager) unless a broker is configured ----------------------------------
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "")
+CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
+CELERY_TASK_EAGER_PROPAGATES = False
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+REGISTRY_BUILD_TIME_LIMIT = env_int("REGISTRY_BUILD_TIME_LIMIT", 300, minimum=10)
+REGISTRY_BUILD_STALE_SECONDS = env_int("REGISTRY_BUILD_STALE_SECONDS", REGISTRY_BUILD_TIME_LIMIT + 60, minimum=10)
+REGISTRY_SWEEP_GRACE_SECONDS = env_int("REGISTRY_SWEEP_GRACE_SECONDS", 3600, minimum=0)
+
+# --- Cache -------------------------------------------------------------------------------------
+_cache_url = env_str("CACHE_URL", "")
+if _cache_url:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _cache_url}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "registry"}}
+
+# --- API ---------------------------------------------------------------------------------------
+REGISTRY_RATE_PUBLISH = env_rate("REGISTRY_RATE_PUBLISH", "60/minute")
+REGISTRY_RATE_AUTH_FAILURE = env_rate("REGISTRY_RATE_AUTH_FAILURE", "20/minute")
+REGISTRY_RATE_WRITE_ANON = env_rate("REGISTRY_RATE_WRITE_ANON", "60/minute")
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": [
+        "rest_framework.parsers.JSONParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Provisioning extension registry",
+    "DESCRIPTION": "Publish, build, resolve and download provisioning extensions.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO").upper()},
+    "loggers": {"django.server": {"level": "WARNING"}},
+}
