@@ -1,0 +1,319 @@
+"""Content checks of an extension tree (SPEC 3.3 step 4) and the extension's own tests.
+
+Every `.toml` and `.json` file must parse, every Jinja2 `.j2` template must parse and compile, `.k`
+files must compile with KCL and `.nu` files must parse with Nushell, where those tools are
+installed. A check that cannot run is reported as ``skipped`` with the reason, never as passed.
+
+Nothing here executes the extension's code except :func:`run_extension_tests`, which runs the
+author's own ``tests/*.nu`` (the client does that on the author's machine; the registry never
+does). Nushell files are parsed with ``nu --ide-check``, which reports diagnostics without
+evaluating ``export-env`` blocks; KCL compiles in a child process with a time limit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import cache, partial
+from pathlib import Path
+from typing import Literal
+
+Status = Literal["passed", "failed", "skipped"]
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_SKIP_DIRS = {".git", "__pycache__", "node_modules", "dist", ".venv"}
+_TOOL_TIMEOUT = 60.0
+_TEST_TIMEOUT = 300.0
+_MAX_MESSAGE = 2000
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The outcome of one check on one file (or directory)."""
+
+    check: str
+    path: str
+    status: Status
+    message: str = ""
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "check": self.check,
+            "path": self.path,
+            "status": self.status,
+            "message": self.message,
+            "seconds": round(self.seconds, 4),
+        }
+
+
+@dataclass
+class CheckReport:
+    """All results of a run; ``ok`` means nothing failed (skipped checks are not passes)."""
+
+    results: list[CheckResult] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not any(r.status == "failed" for r in self.results)
+
+    @property
+    def failed(self) -> list[CheckResult]:
+        return [r for r in self.results if r.status == "failed"]
+
+    def counts(self) -> dict[str, int]:
+        counts = {"passed": 0, "failed": 0, "skipped": 0}
+        for result in self.results:
+            counts[result.status] += 1
+        return counts
+
+    def extend(self, other: CheckReport) -> None:
+        self.results.extend(other.results)
+
+    def as_dict(self) -> dict[str, object]:
+        return {"ok": self.ok, "counts": self.counts(), "results": [r.as_dict() for r in self.results]}
+
+
+def find_nu() -> str | None:
+    """The Nushell binary: ``$PROVISIONING_NU``, then ``nu`` on PATH, then the repository's tools."""
+    configured = os.environ.get("PROVISIONING_NU")
+    if configured:
+        return configured if Path(configured).is_file() and os.access(configured, os.X_OK) else None
+    found = shutil.which("nu")
+    if found:
+        return found
+    bundled = Path(__file__).resolve().parent.parent / ".tools" / "bin" / "nu"
+    return str(bundled) if bundled.is_file() and os.access(bundled, os.X_OK) else None
+
+
+def kcl_available() -> bool:
+    """Whether the KCL library (``kcl-lib``) can be imported in this interpreter."""
+    try:
+        import kcl_lib.api  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _clean(text: str) -> str:
+    text = _ANSI.sub("", text).strip()
+    return text if len(text) <= _MAX_MESSAGE else text[:_MAX_MESSAGE] + " [...]"
+
+
+def _files(root: Path, suffix: str) -> Iterator[Path]:
+    """Regular files with ``suffix`` under root, sorted, skipping tool and VCS directories."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
+        for filename in sorted(filenames):
+            path = Path(dirpath) / filename
+            if filename.endswith(suffix) and path.is_file() and not path.is_symlink():
+                yield path
+
+
+def _rel(root: Path, path: Path) -> str:
+    return path.relative_to(root).as_posix()
+
+
+def _timed(check: str, rel: str, func: Callable[[], str]) -> CheckResult:
+    start = time.perf_counter()
+    try:
+        message = func()
+    except _CheckFailed as failure:
+        return CheckResult(check, rel, "failed", str(failure), time.perf_counter() - start)
+    return CheckResult(check, rel, "passed", message or "", time.perf_counter() - start)
+
+
+class _CheckFailed(Exception):
+    pass
+
+
+def _check_toml(path: Path) -> str:
+    try:
+        tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise _CheckFailed(f"not UTF-8 text ({exc.reason}); TOML files must be UTF-8") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise _CheckFailed(f"invalid TOML: {exc}") from None
+    return ""
+
+
+def _check_json(path: Path) -> str:
+    try:
+        json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise _CheckFailed(f"not UTF-8 text ({exc.reason}); JSON files must be UTF-8") from None
+    except json.JSONDecodeError as exc:
+        raise _CheckFailed(f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    return ""
+
+
+def _check_jinja(path: Path) -> str:
+    import jinja2
+    from jinja2.sandbox import SandboxedEnvironment
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise _CheckFailed(f"not UTF-8 text ({exc.reason}); templates must be UTF-8") from None
+    env = SandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False)
+    try:
+        # Compiling (not only parsing) also catches unknown filters and tests; nothing is rendered.
+        env.from_string(text)
+    except jinja2.TemplateSyntaxError as exc:
+        raise _CheckFailed(f"invalid Jinja2 template at line {exc.lineno}: {exc.message}") from None
+    return ""
+
+
+def _offset_to_line_col(data: bytes, offset: int) -> tuple[int, int]:
+    offset = max(0, min(offset, len(data)))
+    line = data.count(b"\n", 0, offset) + 1
+    start = data.rfind(b"\n", 0, offset) + 1
+    return line, offset - start + 1
+
+
+def _check_nu(path: Path, nu: str) -> str:
+    try:
+        proc = subprocess.run(
+            [nu, "--no-config-file", "--ide-check", "100", str(path)],
+            capture_output=True,
+            timeout=_TOOL_TIMEOUT,
+            cwd=path.parent,
+            env=_tool_env(),
+        )
+    except subprocess.TimeoutExpired:
+        raise _CheckFailed(f"Nushell did not finish parsing within {_TOOL_TIMEOUT:.0f} s") from None
+    data = path.read_bytes()
+    errors = []
+    for line in proc.stdout.decode("utf-8", "replace").splitlines():
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if item.get("type") == "diagnostic" and item.get("severity") == "Error":
+            span = item.get("span") or {}
+            lineno, col = _offset_to_line_col(data, int(span.get("start", 0)))
+            errors.append(f"{path.name}:{lineno}:{col}: {item.get('message', 'parse error')}")
+    if errors:
+        raise _CheckFailed("Nushell parse error: " + "; ".join(dict.fromkeys(errors)))
+    if proc.returncode != 0:
+        raise _CheckFailed(
+            f"Nushell could not parse the file: {_clean(proc.stderr.decode('utf-8', 'replace'))}"
+        )
+    return ""
+
+
+def _tool_env() -> dict[str, str]:
+    """A child environment with a private HOME, so tools write nowhere that matters."""
+    env = {k: v for k, v in os.environ.items() if k in {"PATH", "LANG", "LC_ALL", "TZ", "SYSTEMROOT"}}
+    env["HOME"] = _private_home()
+    env["NO_COLOR"] = "1"
+    return env
+
+
+@cache
+def _private_home() -> str:
+    return tempfile.mkdtemp(prefix="provisioning-tools-")
+
+
+def _check_kcl_dir(directory: Path, files: list[Path]) -> str:
+    """Compile all ``.k`` files of one directory (one KCL package) together, in a child process."""
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "extensions._kcl_compile", str(directory), *[f.name for f in files]],
+            capture_output=True,
+            timeout=_TOOL_TIMEOUT,
+            cwd=directory,
+            env={**_tool_env(), "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        )
+    except subprocess.TimeoutExpired:
+        raise _CheckFailed(f"KCL did not finish compiling within {_TOOL_TIMEOUT:.0f} s") from None
+    if proc.returncode != 0:
+        message = _clean(proc.stdout.decode("utf-8", "replace") or proc.stderr.decode("utf-8", "replace"))
+        raise _CheckFailed(f"KCL error: {message}")
+    return ""
+
+
+def run_content_checks(root: Path, *, nu: str | None = None, kcl: bool | None = None) -> CheckReport:
+    """Check every `.toml`, `.json`, `.j2`, `.k` and `.nu` file under root.
+
+    ``nu`` defaults to :func:`find_nu`; ``kcl`` defaults to whether kcl-lib imports. Checks that
+    cannot run are reported as skipped, with the reason.
+    """
+    root = Path(root)
+    nu = nu if nu is not None else find_nu()
+    kcl = kcl_available() if kcl is None else kcl
+    report = CheckReport()
+    parsers: tuple[tuple[str, str, Callable[[Path], str]], ...] = (
+        ("toml", ".toml", _check_toml),
+        ("json", ".json", _check_json),
+        ("jinja2", ".j2", _check_jinja),
+    )
+    for check, suffix, parse in parsers:
+        for path in _files(root, suffix):
+            report.results.append(_timed(check, _rel(root, path), partial(parse, path)))
+    kcl_dirs: dict[Path, list[Path]] = {}
+    for path in _files(root, ".k"):
+        kcl_dirs.setdefault(path.parent, []).append(path)
+    for directory, files in sorted(kcl_dirs.items()):
+        rel = _rel(root, directory) if directory != root else "."
+        if not kcl:
+            report.results.append(CheckResult("kcl", rel, "skipped", "KCL (kcl-lib) is not installed"))
+            continue
+        report.results.append(_timed("kcl", rel, partial(_check_kcl_dir, directory, files)))
+    for path in _files(root, ".nu"):
+        rel = _rel(root, path)
+        if rel.startswith("tests/"):
+            continue  # the extension's own tests run in run_extension_tests
+        if nu is None:
+            report.results.append(CheckResult("nushell", rel, "skipped", "Nushell (nu) is not installed"))
+            continue
+        report.results.append(_timed("nushell", rel, partial(_check_nu, path, nu)))
+    return report
+
+
+def run_extension_tests(root: Path, *, nu: str | None = None, timeout: float = _TEST_TIMEOUT) -> CheckReport:
+    """Run the extension's own ``tests/*.nu`` with Nushell (`nu -n FILE` from the extension root)."""
+    root = Path(root)
+    nu = nu if nu is not None else find_nu()
+    report = CheckReport()
+    tests_dir = root / "tests"
+    tests = sorted(p for p in tests_dir.glob("*.nu") if p.is_file()) if tests_dir.is_dir() else []
+    for path in tests:
+        rel = _rel(root, path)
+        if nu is None:
+            report.results.append(CheckResult("test", rel, "skipped", "Nushell (nu) is not installed"))
+            continue
+        start = time.perf_counter()
+        try:
+            proc = subprocess.run(
+                [nu, "--no-config-file", str(path)],
+                capture_output=True,
+                timeout=timeout,
+                cwd=root,
+                env={**os.environ, "NO_COLOR": "1"},
+            )
+        except subprocess.TimeoutExpired:
+            report.results.append(
+                CheckResult(
+                    "test", rel, "failed", f"timed out after {timeout:.0f} s", time.perf_counter() - start
+                )
+            )
+            continue
+        elapsed = time.perf_counter() - start
+        if proc.returncode == 0:
+            report.results.append(CheckResult("test", rel, "passed", "", elapsed))
+        else:
+            output = _clean(proc.stderr.decode("utf-8", "replace") or proc.stdout.decode("utf-8", "replace"))
+            report.results.append(
+                CheckResult("test", rel, "failed", f"exit {proc.returncode}: {output}", elapsed)
+            )
+    return report
