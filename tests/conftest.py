@@ -1,0 +1,42 @@
+"""Shared fixtures. Tests that need a real tool or service ask for it here: missing locally is a
+skip, missing under CI=true is a failure (CI must never pass by skipping)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from extensions.checks import find_nu, kcl_available
+
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+def require(available: bool, what: str) -> None:
+    """Skip (or, under CI=true, fail) when a real component the test needs is missing."""
+    if available:
+        return
+    if IN_CI:
+        pytest.fail(f"{what} is required under CI=true but is not installed (make test installs it)")
+    pytest.skip(f"{what} is not installed")
+
+
+@pytest.fixture
+def nu() -> str:
+    """The Nushell binary."""
+    path = find_nu()
+    require(path is not None, "Nushell (nu)")
+    assert path is not None
+    return path
+
+
+@pytest.fixture
+def kcl() -> None:
+    """KCL (kcl-lib) is importable."""
+    require(kcl_available(), "KCL (kcl-lib)")
+
+
+@pytest.fixture(autouse=True)
+def _private_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tools (KCL writes ~/.kcl) and the client write under a private HOME, never the real one."""
+    monkeypatch.setenv("HOME", str(tmp_path_factory.mktemp("home")))

@@ -1,0 +1,152 @@
+"""Content checks: each kind of file is really parsed, and a check that cannot run is skipped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from extensions.checks import run_content_checks, run_extension_tests
+
+
+def _write(root: Path, rel: str, text: str) -> Path:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _by_path(report):  # type: ignore[no-untyped-def]
+    return {(r.check, r.path): r for r in report.results}
+
+
+def test_it_passes_well_formed_toml_json_and_templates(tmp_path: Path) -> None:
+    _write(tmp_path, "config/a.toml", 'name = "x"\n[table]\nkey = 1\n')
+    _write(tmp_path, "schemas/b.json", '{"a": [1, 2]}')
+    _write(tmp_path, "templates/c.conf.j2", "{% for s in servers %}{{ s | upper }}\n{% endfor %}")
+    report = run_content_checks(tmp_path, kcl=False)
+    results = _by_path(report)
+    assert report.ok
+    assert results[("toml", "config/a.toml")].status == "passed"
+    assert results[("json", "schemas/b.json")].status == "passed"
+    assert results[("jinja2", "templates/c.conf.j2")].status == "passed"
+
+
+def test_it_fails_invalid_toml_with_the_line(tmp_path: Path) -> None:
+    _write(tmp_path, "bad.toml", 'a = 1\nb = "unterminated\n')
+    report = run_content_checks(tmp_path, kcl=False)
+    result = _by_path(report)[("toml", "bad.toml")]
+    assert not report.ok
+    assert result.status == "failed"
+    assert "line 2" in result.message
+
+
+def test_it_fails_invalid_json_with_line_and_column(tmp_path: Path) -> None:
+    _write(tmp_path, "bad.json", '{\n  "a": 1,\n}')
+    result = _by_path(run_content_checks(tmp_path, kcl=False))[("json", "bad.json")]
+    assert result.status == "failed"
+    assert "line 3" in result.message
+
+
+def test_it_fails_a_template_syntax_error(tmp_path: Path) -> None:
+    _write(tmp_path, "t.j2", "{% if x %}never closed")
+    result = _by_path(run_content_checks(tmp_path, kcl=False))[("jinja2", "t.j2")]
+    assert result.status == "failed"
+    assert "Jinja2" in result.message
+
+
+def test_it_fails_a_template_with_an_unknown_filter(tmp_path: Path) -> None:
+    _write(tmp_path, "t.j2", "{{ name | no_such_filter }}")
+    result = _by_path(run_content_checks(tmp_path, kcl=False))[("jinja2", "t.j2")]
+    assert result.status == "failed"
+    assert "no_such_filter" in result.message
+
+
+def test_it_fails_a_non_utf8_template(tmp_path: Path) -> None:
+    (tmp_path / "t.j2").write_bytes(b"\xff\xfe{{ x }}")
+    result = _by_path(run_content_checks(tmp_path, kcl=False))[("jinja2", "t.j2")]
+    assert result.status == "failed"
+    assert "UTF-8" in result.message
+
+
+def test_it_reports_kcl_as_skipped_when_kcl_is_not_available(tmp_path: Path) -> None:
+    _write(tmp_path, "kcl/a.k", "x = 1 +\n")
+    report = run_content_checks(tmp_path, kcl=False)
+    result = _by_path(report)[("kcl", "kcl")]
+    assert result.status == "skipped"
+    assert report.ok  # skipped is not failed ...
+    assert report.counts()["passed"] == 0  # ... and never counted as passed
+
+
+def test_it_reports_nushell_as_skipped_when_nu_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PROVISIONING_NU", str(tmp_path / "no-such-nu"))
+    _write(tmp_path, "nulib/a.nu", "export def f [] { 1 }\n")
+    _write(tmp_path, "tests/test_a.nu", "exit 1\n")
+    report = run_content_checks(tmp_path, kcl=False)
+    assert _by_path(report)[("nushell", "nulib/a.nu")].status == "skipped"
+    tests = run_extension_tests(tmp_path)
+    assert [r.status for r in tests.results] == ["skipped"]
+
+
+def test_it_compiles_a_kcl_package_of_several_files(tmp_path: Path, kcl: None) -> None:
+    _write(
+        tmp_path,
+        "kcl/schema.k",
+        "schema Node:\n    name: str\n    cpus: int = 2\n"
+        '    check:\n        cpus >= 1, "cpus must be at least 1"\n',
+    )
+    _write(tmp_path, "kcl/example.k", 'node = Node { name = "cp-0", cpus = 4 }\n')
+    result = _by_path(run_content_checks(tmp_path))[("kcl", "kcl")]
+    assert result.status == "passed", result.message
+
+
+def test_it_fails_kcl_syntax_errors_with_the_location(tmp_path: Path, kcl: None) -> None:
+    _write(tmp_path, "kcl/a.k", "x = 1 +\n")
+    result = _by_path(run_content_checks(tmp_path))[("kcl", "kcl")]
+    assert result.status == "failed"
+    assert "a.k:1" in result.message
+    assert "\x1b[" not in result.message  # colour codes are stripped
+
+
+def test_it_fails_a_kcl_check_block_that_does_not_hold(tmp_path: Path, kcl: None) -> None:
+    _write(
+        tmp_path,
+        "kcl/schema.k",
+        'schema Node:\n    cpus: int\n    check:\n        cpus >= 1, "cpus must be at least 1"\n',
+    )
+    _write(tmp_path, "kcl/example.k", "node = Node { cpus = 0 }\n")
+    result = _by_path(run_content_checks(tmp_path))[("kcl", "kcl")]
+    assert result.status == "failed"
+    assert "cpus must be at least 1" in result.message
+
+
+def test_it_parses_nushell_modules(tmp_path: Path, nu: str) -> None:
+    _write(
+        tmp_path, "nulib/ok.nu", 'export def greet [name: string]: nothing -> string { $"hello ($name)" }\n'
+    )
+    _write(tmp_path, "nulib/bad.nu", "export def f [] {\n  let x = \n}\n")
+    results = _by_path(run_content_checks(tmp_path, kcl=False))
+    assert results[("nushell", "nulib/ok.nu")].status == "passed"
+    bad = results[("nushell", "nulib/bad.nu")]
+    assert bad.status == "failed"
+    assert "bad.nu:2:" in bad.message
+
+
+def test_it_does_not_run_export_env_blocks_while_parsing(tmp_path: Path, nu: str) -> None:
+    marker = tmp_path / "ran"
+    _write(tmp_path, "nulib/m.nu", f'export-env {{ "x" | save "{marker}" }}\nexport def f [] {{ 1 }}\n')
+    result = _by_path(run_content_checks(tmp_path, kcl=False))[("nushell", "nulib/m.nu")]
+    assert result.status == "passed", result.message
+    assert not marker.exists()
+
+
+def test_it_runs_the_extensions_own_tests_and_reports_failures(tmp_path: Path, nu: str) -> None:
+    _write(tmp_path, "nulib/m.nu", "export def double [x: int]: nothing -> int { $x * 2 }\n")
+    _write(tmp_path, "tests/test_ok.nu", "use std/assert\nuse ../nulib/m.nu *\nassert equal (double 2) 4\n")
+    _write(tmp_path, "tests/test_bad.nu", "use std/assert\nuse ../nulib/m.nu *\nassert equal (double 2) 5\n")
+    report = run_extension_tests(tmp_path)
+    statuses = {r.path: r.status for r in report.results}
+    assert statuses == {"tests/test_bad.nu": "failed", "tests/test_ok.nu": "passed"}
+    assert not report.ok
