@@ -11,3 +11,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "registry.settings")
 app = Celery("registry")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(["builds"])
+app.conf.beat_schedule = {
+    # Builds whose worker died are re-queued or failed: never `running` forever.
+    "reap-stale-builds": {"task": "builds.reap_stale_builds", "schedule": 30.0},
+    # Objects no row references (a crash between storing and committing) are removed.
+    "sweep-storage": {"task": "builds.sweep_storage", "schedule": 3600.0},
+}

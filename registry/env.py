@@ -128,7 +128,10 @@ def database_from_url(name: str, default: str) -> dict[str, object]:
     if scheme == "sqlite":
         config.setdefault("OPTIONS", {})
         # WAL and a busy timeout let the web process and in-process tasks share the file.
-        config["OPTIONS"] = {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL;"}
+        config["OPTIONS"] = {
+            "timeout": 20,
+            "init_command": "PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL;",
+        }
     return config
 
 

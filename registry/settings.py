@@ -159,7 +159,9 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 REGISTRY_BUILD_TIME_LIMIT = env_int("REGISTRY_BUILD_TIME_LIMIT", 300, minimum=10)
-REGISTRY_BUILD_STALE_SECONDS = env_int("REGISTRY_BUILD_STALE_SECONDS", REGISTRY_BUILD_TIME_LIMIT + 60, minimum=10)
+REGISTRY_BUILD_HEARTBEAT_SECONDS = env_int("REGISTRY_BUILD_HEARTBEAT_SECONDS", 10, minimum=1)
+# A running build whose heartbeat is older than this is taken to have lost its worker.
+REGISTRY_BUILD_STALE_SECONDS = env_int("REGISTRY_BUILD_STALE_SECONDS", 60, minimum=2)
 REGISTRY_SWEEP_GRACE_SECONDS = env_int("REGISTRY_SWEEP_GRACE_SECONDS", 3600, minimum=0)
 
 # --- Cache -------------------------------------------------------------------------------------
@@ -172,7 +174,7 @@ else:
 # --- API ---------------------------------------------------------------------------------------
 REGISTRY_RATE_PUBLISH = env_rate("REGISTRY_RATE_PUBLISH", "60/minute")
 REGISTRY_RATE_AUTH_FAILURE = env_rate("REGISTRY_RATE_AUTH_FAILURE", "20/minute")
-REGISTRY_RATE_WRITE_ANON = env_rate("REGISTRY_RATE_WRITE_ANON", "60/minute")
+REGISTRY_RATE_WRITE = env_rate("REGISTRY_RATE_WRITE", "600/minute")
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
@@ -183,6 +185,8 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
+    "EXCEPTION_HANDLER": "registry.exceptions.exception_handler",
+    "NUM_PROXIES": env_int("REGISTRY_NUM_PROXIES", 0),
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Provisioning extension registry",

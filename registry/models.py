@@ -1,0 +1,230 @@
+"""The catalog: extensions, their immutable versions, owners, API tokens, and the audit log."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from django.conf import settings
+from django.db import models
+
+
+class ExtensionType(models.TextChoices):
+    PROVIDER = "provider"
+    TASKSERV = "taskserv"
+    CLUSTER = "cluster"
+    TEMPLATE = "template"
+
+
+class Extension(models.Model):
+    """A name in the registry. Created by its first successful publish; never renamed."""
+
+    name = models.CharField(max_length=64, unique=True)
+    # The confusable skeleton of the name (extensions.names.confusable_key), for typosquat checks.
+    confusable_key = models.CharField(max_length=192, db_index=True)
+    type = models.CharField(max_length=16, choices=ExtensionType.choices)
+    description = models.CharField(max_length=512, blank=True)
+    # Denormalised from the newest non-yanked release, for search and listings.
+    latest_version = models.ForeignKey(
+        "Version", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_constraint=False
+    )
+    keywords_text = models.CharField(max_length=400, blank=True)  # ",k1,k2," for keyword filtering
+    owners = models.ManyToManyField(
+        settings.AUTH_USER_MODEL,
+        through="Ownership",
+        through_fields=("extension", "user"),
+        related_name="extensions",
+    )
+    downloads = models.BigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ("name",)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Ownership(models.Model):
+    extension = models.ForeignKey(Extension, on_delete=models.CASCADE, related_name="ownerships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="ownerships")
+    added_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    added_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints: ClassVar[list[Any]] = [
+            models.UniqueConstraint(fields=("extension", "user"), name="ownership_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} owns {self.extension_id}"
+
+
+class Version(models.Model):
+    """One published name@version: immutable but for yanking. Its package is stored write-once at
+    ``storage_key`` before this row is committed, so a visible row always has its package."""
+
+    extension = models.ForeignKey(Extension, on_delete=models.PROTECT, related_name="versions")
+    # As published (may carry +build metadata); `canonical` drops build metadata, because
+    # precedence ignores it: 1.0.0+a and 1.0.0+b are the same version, published once.
+    version = models.CharField(max_length=128)
+    canonical = models.CharField(max_length=128)
+    major = models.PositiveIntegerField()
+    minor = models.PositiveIntegerField()
+    patch = models.PositiveIntegerField()
+    prerelease = models.CharField(max_length=128, blank=True)
+    type = models.CharField(max_length=16, choices=ExtensionType.choices)
+    description = models.CharField(max_length=512, blank=True)
+    manifest = models.JSONField()  # extensions.manifest.Manifest.to_dict()
+    manifest_text = models.TextField()  # extension.toml as published
+    readme_html = models.TextField(blank=True)  # sanitized at build time
+    provisioning_version = models.CharField(max_length=256, blank=True)  # constraint on the runtime
+    sha256 = models.CharField(max_length=64, db_index=True)
+    size = models.BigIntegerField()
+    storage_key = models.CharField(max_length=256)
+    files = models.JSONField(default=list)  # MANIFEST.json's files
+    yanked = models.BooleanField(default=False)
+    yanked_reason = models.CharField(max_length=512, blank=True)
+    yanked_at = models.DateTimeField(null=True, blank=True)
+    published_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    published_at = models.DateTimeField(auto_now_add=True)
+    downloads = models.BigIntegerField(default=0)
+
+    class Meta:
+        ordering = ("extension__name", "-major", "-minor", "-patch")
+        constraints: ClassVar[list[Any]] = [
+            models.UniqueConstraint(fields=("extension", "canonical"), name="version_unique_per_extension"),
+        ]
+        indexes: ClassVar[list[Any]] = [
+            models.Index(fields=("extension", "yanked")),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.extension.name}@{self.version}"
+
+
+class Dependency(models.Model):
+    """An extension dependency of a version (``name constraint``)."""
+
+    version = models.ForeignKey(Version, on_delete=models.CASCADE, related_name="dependencies")
+    extension = models.ForeignKey(Extension, on_delete=models.PROTECT, related_name="dependents")
+    constraint = models.CharField(max_length=256)
+
+    class Meta:
+        constraints: ClassVar[list[Any]] = [
+            models.UniqueConstraint(fields=("version", "extension"), name="dependency_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.extension_id} {self.constraint}"
+
+
+class Provide(models.Model):
+    """Something a version provides: a provider, taskserv, cluster or template name."""
+
+    class Kind(models.TextChoices):
+        PROVIDER = "provider"
+        TASKSERV = "taskserv"
+        CLUSTER = "cluster"
+        TEMPLATE = "template"
+
+    version = models.ForeignKey(Version, on_delete=models.CASCADE, related_name="provides")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    name = models.CharField(max_length=64)
+
+    class Meta:
+        constraints: ClassVar[list[Any]] = [
+            models.UniqueConstraint(fields=("version", "kind", "name"), name="provide_unique"),
+        ]
+        indexes: ClassVar[list[Any]] = [models.Index(fields=("kind", "name"))]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.name}"
+
+
+class PackageLock(models.Model):
+    """A row per package sha256, updated inside a transaction to serialise storing/committing and
+    removing the same content-addressed object (works the same on SQLite and PostgreSQL)."""
+
+    sha256 = models.CharField(max_length=64, primary_key=True)
+    touched_at = models.DateTimeField(null=True)
+
+    def __str__(self) -> str:
+        return self.sha256
+
+
+class ApiToken(models.Model):
+    """An API token. Only its SHA-256 digest is stored; the secret is shown once at creation."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, db_index=True)  # "pvr_" + a few characters, for display
+    digest = models.CharField(max_length=64, unique=True)
+    scopes = models.JSONField(default=list)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    last_used_ip = models.GenericIPAddressField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("-created_at",)
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.name})"
+
+
+class AuditQuerySet(models.QuerySet["AuditEvent"]):
+    def update(self, **kwargs: Any) -> int:
+        raise PermissionError("the audit log is append-only")
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        raise PermissionError("the audit log is append-only")
+
+
+class AuditEvent(models.Model):
+    """Append-only: rows are only ever inserted (no update or delete path, read-only in the admin)."""
+
+    class Action(models.TextChoices):
+        PUBLISH = "publish"
+        PUBLISH_FAILED = "publish_failed"
+        YANK = "yank"
+        UNYANK = "unyank"
+        OWNER_ADD = "owner_add"
+        OWNER_REMOVE = "owner_remove"
+        TOKEN_CREATE = "token_create"  # noqa: S105 - an action name
+        TOKEN_REVOKE = "token_revoke"  # noqa: S105 - an action name
+        AUTH_FAILURE = "auth_failure"
+
+    action = models.CharField(max_length=32, choices=Action.choices, db_index=True)
+    # No cascade and no database constraint: deleting a user must not rewrite history.
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.DO_NOTHING, db_constraint=False
+    )
+    actor_name = models.CharField(max_length=150, blank=True)  # kept if the user is deleted
+    token_prefix = models.CharField(max_length=16, blank=True)
+    address = models.GenericIPAddressField(null=True, blank=True)
+    extension = models.CharField(max_length=64, blank=True, db_index=True)
+    version = models.CharField(max_length=128, blank=True)
+    details = models.JSONField(default=dict)
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    objects = AuditQuerySet.as_manager()
+
+    class Meta:
+        ordering = ("-at", "-id")
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.action} {self.actor_name} {self.extension}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.pk is not None:
+            raise PermissionError("the audit log is append-only: events cannot be changed")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        raise PermissionError("the audit log is append-only: events cannot be deleted")

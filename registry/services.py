@@ -1,0 +1,532 @@
+"""Writes to the catalog. Plain functions with keyword-only arguments, one transaction each.
+
+Publishing is split so that the build pipeline can store the package between the checks and the
+commit: `publish_check` (reads only, before storing), `version_create` (one transaction guarded
+by unique constraints, after storing), and `package_discard` (remove a stored object that no row
+references, when the commit failed)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+from typing import IO, Any
+
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from extensions.archive import PackageInfo
+from extensions.manifest import KINDS, Manifest
+from extensions.names import RESERVED_NAMES, confusable_key, confusable_keys
+from extensions.versions import Version as SemVer
+from registry import storage
+from registry.errors import (
+    BadRequest,
+    Forbidden,
+    NameTaken,
+    NotFound,
+    Unauthenticated,
+    UnknownDependency,
+    VersionExists,
+)
+from registry.models import (
+    ApiToken,
+    AuditEvent,
+    Dependency,
+    Extension,
+    Ownership,
+    PackageLock,
+    Provide,
+    Version,
+)
+from registry.tokens import DEFAULT_SCOPES, Actor, generate_token, scope_problem, token_digest
+
+log = logging.getLogger(__name__)
+
+# Called after a commit that changes what an extension's index document says (publish, yank,
+# unyank), with the extension name. The index cache registers itself here.
+_change_listeners: list[Callable[[str], None]] = []
+
+
+def on_extension_changed(listener: Callable[[str], None]) -> None:
+    _change_listeners.append(listener)
+
+
+def _changed(name: str) -> None:
+    def notify() -> None:
+        for listener in _change_listeners:
+            listener(name)
+
+    transaction.on_commit(notify)
+
+
+def audit(
+    *,
+    action: str,
+    actor: Actor | None,
+    extension: str = "",
+    version: str = "",
+    details: dict[str, Any] | None = None,
+) -> AuditEvent:
+    user = actor.user if actor is not None and actor.is_authenticated else None
+    return AuditEvent.objects.create(
+        action=action,
+        actor=user,
+        actor_name=actor.username if actor is not None else "",
+        token_prefix=actor.token.prefix if actor is not None and actor.token is not None else "",
+        address=actor.address if actor is not None else None,
+        extension=extension,
+        version=version,
+        details=details or {},
+    )
+
+
+# --- publishing -----------------------------------------------------------------------------------
+
+
+def _is_owner(extension: Extension, actor: Actor) -> bool:
+    return actor.user is not None and extension.ownerships.filter(user_id=actor.user.pk).exists()
+
+
+def _require_publish_rights(actor: Actor, name: str) -> None:
+    if not actor.is_authenticated:
+        raise Unauthenticated("publishing needs a token: send 'Authorization: Bearer pvr_...'")
+    if not actor.has_scope("publish", name):
+        raise Forbidden(
+            f"this token may not publish {name!r}: it needs the scope publish:{name} or publish:*",
+            details=[{"required_scope": f"publish:{name}"}],
+        )
+
+
+def _check_name_available(actor: Actor, name: str) -> None:
+    """A new name must not be reserved nor confusable with a name someone else owns."""
+    if name in RESERVED_NAMES:
+        raise NameTaken(f"{name!r} is a reserved name and cannot be used for an extension")
+    for other in Extension.objects.filter(confusable_key__in=confusable_keys(name)).exclude(name=name):
+        if actor.user is None or not other.ownerships.filter(user_id=actor.user.pk).exists():
+            raise NameTaken(
+                f"{name!r} is too similar to the existing extension {other.name!r}, owned by someone else; "
+                "choose a clearly different name",
+                details=[{"existing": other.name}],
+            )
+
+
+def _check_provides(actor: Actor, manifest: Manifest, extension: Extension | None) -> None:
+    """A provided (kind, name) belongs to one extension: another owner's extension cannot claim it."""
+    for kind in KINDS:
+        singular = kind[:-1]
+        for provided in manifest.provides.get(kind, ()):
+            clash = (
+                Provide.objects.filter(kind=singular, name=provided)
+                .exclude(version__extension__name=manifest.name)
+                .select_related("version__extension")
+                .first()
+            )
+            if clash is None:
+                continue
+            other = clash.version.extension
+            if actor.user is None or not other.ownerships.filter(user_id=actor.user.pk).exists():
+                raise NameTaken(
+                    f"the {singular} {provided!r} is already provided by the extension {other.name!r}, "
+                    "owned by someone else",
+                    details=[{"kind": singular, "name": provided, "existing": other.name}],
+                )
+
+
+def _check_dependencies(manifest: Manifest) -> None:
+    problems: list[dict[str, Any]] = []
+    for index, dep in enumerate(manifest.dependencies):
+        versions = list(
+            Version.objects.filter(extension__name=dep.name).values_list("version", "yanked").order_by("id")
+        )
+        path = f"dependencies.extensions[{index}]"
+        if not versions:
+            problems.append(
+                {
+                    "path": path,
+                    "name": dep.name,
+                    "message": f"no extension named {dep.name!r} in this registry",
+                }
+            )
+            continue
+        live = [v for v, yanked in versions if not yanked]
+        if not any(dep.constraint.contains(v) for v in live):
+            shown = ", ".join(sorted(live, key=SemVer.parse)) or "none (all yanked)"
+            problems.append(
+                {
+                    "path": path,
+                    "name": dep.name,
+                    "constraint": str(dep.constraint),
+                    "available": sorted(live, key=SemVer.parse),
+                    "message": f"no non-yanked version of {dep.name!r} matches {dep.constraint}; available: {shown}",
+                }
+            )
+    if problems:
+        first = problems[0]["message"]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise UnknownDependency(f"unknown dependency: {first}{more}", details=problems)
+
+
+def publish_check(*, actor: Actor, manifest: Manifest) -> None:
+    """Every check that can run before the package is stored: rights, ownership, names, that the
+    version was never published, and that dependencies exist. `version_create` repeats the ones a
+    concurrent publish could change, under locks."""
+    name = manifest.name
+    _require_publish_rights(actor, name)
+    extension = Extension.objects.filter(name=name).first()
+    if extension is None:
+        _check_name_available(actor, name)
+    elif not _is_owner(extension, actor):
+        raise Forbidden(f"you are not an owner of {name!r}; ask an owner to add you (owners: {_owners(extension)})")
+    canonical = str(manifest.version.without_build())
+    if extension is not None and extension.versions.filter(canonical=canonical).exists():
+        raise VersionExists(
+            f"{name} {canonical} was already published; versions are immutable, publish a new version instead"
+        )
+    _check_provides(actor, manifest, extension)
+    _check_dependencies(manifest)
+
+
+def _owners(extension: Extension) -> str:
+    return ", ".join(extension.owners.order_by("username").values_list("username", flat=True)) or "none"
+
+
+def lock_package(sha256: str) -> None:
+    """Serialise, inside the current transaction, everything that stores, commits or removes the
+    object with this digest (an UPDATE takes a row lock on PostgreSQL and the write lock on SQLite)."""
+    PackageLock.objects.bulk_create([PackageLock(sha256=sha256)], ignore_conflicts=True)
+    PackageLock.objects.filter(sha256=sha256).update(touched_at=timezone.now())
+
+
+def version_create(
+    *,
+    actor: Actor,
+    manifest: Manifest,
+    package: PackageInfo,
+    storage_key: str,
+    readme_html: str,
+    reupload: Callable[[], IO[bytes]] | None = None,
+) -> Version:
+    """Commit a stored package as a version: the extension (first publish makes the publisher its
+    owner), the version, its dependencies and provides, and the audit event, in one transaction.
+
+    Must run inside ``transaction.atomic()``. If the stored object vanished meanwhile (a concurrent
+    failed publish of the same bytes removed it), it is stored again from ``reupload`` under the
+    package lock, so a committed row always has its package."""
+    assert transaction.get_connection().in_atomic_block, "version_create must run in a transaction"
+    name = manifest.name
+    lock_package(package.sha256)
+    if not storage.exists(storage_key):
+        if reupload is None:
+            raise RuntimeError(f"package object {storage_key} is missing")
+        storage.put_package(package.sha256, reupload(), package.size)
+    _require_publish_rights(actor, name)
+    extension = Extension.objects.select_for_update().filter(name=name).first()
+    created = False
+    if extension is None:
+        _check_name_available(actor, name)
+        try:
+            with transaction.atomic():
+                extension = Extension.objects.create(
+                    name=name,
+                    confusable_key=confusable_key(name),
+                    type=manifest.type,
+                    description=manifest.description,
+                )
+                Ownership.objects.create(extension=extension, user=actor.user, added_by=actor.user)
+                created = True
+        except IntegrityError:
+            extension = Extension.objects.select_for_update().get(name=name)
+    if not created and not _is_owner(extension, actor):
+        raise Forbidden(f"you are not an owner of {name!r}; ask an owner to add you (owners: {_owners(extension)})")
+    _check_provides(actor, manifest, extension)
+    _check_dependencies(manifest)
+    version_number = manifest.version
+    canonical = str(version_number.without_build())
+    try:
+        with transaction.atomic():
+            version = Version.objects.create(
+                extension=extension,
+                version=str(version_number),
+                canonical=canonical,
+                major=version_number.major,
+                minor=version_number.minor,
+                patch=version_number.patch,
+                prerelease=".".join(str(p) for p in version_number.prerelease),
+                type=manifest.type,
+                description=manifest.description,
+                manifest=manifest.to_dict(),
+                manifest_text=package.manifest_text,
+                readme_html=readme_html,
+                provisioning_version=str(manifest.provisioning_version) if manifest.provisioning_version else "",
+                sha256=package.sha256,
+                size=package.size,
+                storage_key=storage_key,
+                files=[{"path": f.path, "size": f.size, "sha256": f.sha256} for f in package.files],
+                published_by=actor.user,
+            )
+    except IntegrityError:
+        raise VersionExists(
+            f"{name} {canonical} was already published; versions are immutable, publish a new version instead"
+        ) from None
+    dependencies = {dep.name: dep for dep in manifest.dependencies}
+    targets = {e.name: e for e in Extension.objects.filter(name__in=list(dependencies))}
+    Dependency.objects.bulk_create(
+        [
+            Dependency(version=version, extension=targets[n], constraint=str(d.constraint))
+            for n, d in dependencies.items()
+        ]
+    )
+    Provide.objects.bulk_create(
+        [
+            Provide(version=version, kind=kind[:-1], name=provided)
+            for kind in KINDS
+            for provided in sorted(set(manifest.provides.get(kind, ())))
+        ]
+    )
+    extension_refresh(extension)
+    audit(
+        action=AuditEvent.Action.PUBLISH,
+        actor=actor,
+        extension=name,
+        version=str(version_number),
+        details={"sha256": package.sha256, "size": package.size, "first_publish": created},
+    )
+    _changed(name)
+    return version
+
+
+def package_discard(*, sha256: str, key: str) -> bool:
+    """Remove a stored object that no version references (after a failed commit). Returns whether
+    it was removed. Runs under the package lock, so it cannot remove an object that a concurrent
+    publish of the same bytes is committing."""
+    with transaction.atomic():
+        lock_package(sha256)
+        if Version.objects.filter(storage_key=key).exists():
+            return False
+        storage.delete(key)
+    return True
+
+
+def _latest(versions: list[Version]) -> Version | None:
+    """The newest non-yanked release; else the newest non-yanked pre-release; else None."""
+    live = [v for v in versions if not v.yanked]
+    releases = [v for v in live if not v.prerelease]
+    pool = releases or live
+    return max(pool, key=lambda v: SemVer.parse(v.version)) if pool else None
+
+
+def extension_refresh(extension: Extension) -> None:
+    """Recompute the denormalised fields of an extension from its versions."""
+    latest = _latest(list(extension.versions.all()))
+    extension.latest_version = latest
+    if latest is not None:
+        extension.description = latest.description
+        extension.type = latest.type
+        keywords = latest.manifest.get("keywords") or []
+        extension.keywords_text = ("," + ",".join(keywords) + ",") if keywords else ""
+    extension.save(update_fields=["latest_version", "description", "type", "keywords_text", "updated_at"])
+
+
+# --- yanking ------------------------------------------------------------------------------------
+
+
+def _version_for_write(name: str, version: str) -> Version:
+    row = (
+        Version.objects.select_for_update()
+        .select_related("extension")
+        .filter(extension__name=name)
+        .filter(canonical=_canonical_or_400(version))
+        .first()
+    )
+    if row is None:
+        raise NotFound(f"{name} {version} does not exist")
+    return row
+
+
+def _canonical_or_400(version: str) -> str:
+    from extensions.errors import VersionError
+
+    try:
+        return str(SemVer.parse(version).without_build())
+    except VersionError as exc:
+        raise BadRequest(str(exc)) from None
+
+
+def _require_owner(actor: Actor, extension: Extension, action: str) -> None:
+    if not actor.is_authenticated:
+        raise Unauthenticated(f"{action} needs a token: send 'Authorization: Bearer pvr_...'")
+    scope = {"yank": "yank", "unyank": "yank", "owners": "owners"}[action]
+    if not actor.has_scope(scope, extension.name):
+        raise Forbidden(
+            f"this token may not {action} {extension.name!r}: it needs the scope {scope}:{extension.name} or {scope}:*",
+            details=[{"required_scope": f"{scope}:{extension.name}"}],
+        )
+    if not _is_owner(extension, actor):
+        raise Forbidden(f"you are not an owner of {extension.name!r} (owners: {_owners(extension)})")
+
+
+@transaction.atomic
+def version_yank(*, actor: Actor, name: str, version: str, reason: str) -> Version:
+    row = _version_for_write(name, version)
+    _require_owner(actor, row.extension, "yank")
+    if not row.yanked:
+        row.yanked, row.yanked_reason, row.yanked_at = True, reason, timezone.now()
+        row.save(update_fields=["yanked", "yanked_reason", "yanked_at"])
+        extension_refresh(row.extension)
+        audit(
+            action=AuditEvent.Action.YANK,
+            actor=actor,
+            extension=name,
+            version=row.version,
+            details={"reason": reason},
+        )
+        _changed(name)
+    return row
+
+
+@transaction.atomic
+def version_unyank(*, actor: Actor, name: str, version: str) -> Version:
+    row = _version_for_write(name, version)
+    _require_owner(actor, row.extension, "unyank")
+    if row.yanked:
+        reason = row.yanked_reason
+        row.yanked, row.yanked_reason, row.yanked_at = False, "", None
+        row.save(update_fields=["yanked", "yanked_reason", "yanked_at"])
+        extension_refresh(row.extension)
+        audit(
+            action=AuditEvent.Action.UNYANK,
+            actor=actor,
+            extension=name,
+            version=row.version,
+            details={"previous_reason": reason},
+        )
+        _changed(name)
+    return row
+
+
+def version_record_download(*, version: Version) -> None:
+    Version.objects.filter(pk=version.pk).update(downloads=F("downloads") + 1)
+    Extension.objects.filter(pk=version.extension_id).update(downloads=F("downloads") + 1)
+
+
+# --- owners ---------------------------------------------------------------------------------------
+
+
+def _extension_for_write(name: str) -> Extension:
+    extension = Extension.objects.select_for_update().filter(name=name).first()
+    if extension is None:
+        raise NotFound(f"no extension named {name!r}")
+    return extension
+
+
+@transaction.atomic
+def owner_add(*, actor: Actor, name: str, username: str) -> Extension:
+    extension = _extension_for_write(name)
+    _require_owner(actor, extension, "owners")
+    user = get_user_model().objects.filter(username=username, is_active=True).first()
+    if user is None:
+        raise NotFound(f"no active user named {username!r}")
+    _, created = Ownership.objects.get_or_create(extension=extension, user=user, defaults={"added_by": actor.user})
+    if created:
+        audit(action=AuditEvent.Action.OWNER_ADD, actor=actor, extension=name, details={"owner": username})
+    return extension
+
+
+@transaction.atomic
+def owner_remove(*, actor: Actor, name: str, username: str) -> Extension:
+    extension = _extension_for_write(name)
+    _require_owner(actor, extension, "owners")
+    ownership = extension.ownerships.select_related("user").filter(user__username=username).first()
+    if ownership is None:
+        raise NotFound(f"{username!r} is not an owner of {name!r}")
+    if extension.ownerships.count() == 1:
+        raise BadRequest(f"{username!r} is the last owner of {name!r}; add another owner before removing them")
+    ownership.delete()
+    audit(action=AuditEvent.Action.OWNER_REMOVE, actor=actor, extension=name, details={"owner": username})
+    return extension
+
+
+# --- tokens ---------------------------------------------------------------------------------------
+
+MAX_TOKEN_DAYS = 3650
+
+
+@transaction.atomic
+def token_create(
+    *, actor: Actor, name: str, scopes: list[str] | None, expires_in_days: int | None
+) -> tuple[ApiToken, str]:
+    """A new token for the actor's user; returns the row and the secret (shown once). A token can
+    only create tokens with scopes it has itself (no escalation)."""
+    if not actor.is_authenticated or actor.user is None:
+        raise Unauthenticated("creating a token needs a token, a session, or a username and password")
+    wanted = list(DEFAULT_SCOPES) if scopes is None else list(scopes)
+    problems = [p for p in (scope_problem(s) for s in wanted) if p]
+    if problems:
+        raise BadRequest(problems[0], details=[{"path": "scopes", "message": p} for p in problems])
+    if not wanted:
+        raise BadRequest("scopes is empty: give at least one scope, e.g. publish:*")
+    if actor.token is not None:
+        held = list(actor.token.scopes)
+        for scope in wanted:
+            action, target = scope.split(":", 1)
+            if f"{action}:*" not in held and (target == "*" or f"{action}:{target}" not in held):
+                raise Forbidden(f"this token cannot grant {scope!r}: a token can only grant scopes it has ({held})")
+    if expires_in_days is not None and not 1 <= expires_in_days <= MAX_TOKEN_DAYS:
+        raise BadRequest(f"expires_in_days must be between 1 and {MAX_TOKEN_DAYS}, or omitted for no expiry")
+    if actor.token is not None and actor.token.expires_at is not None:
+        # A token cannot outlive the token that created it.
+        limit = actor.token.expires_at
+        wanted_expiry = timezone.now() + timedelta(days=expires_in_days) if expires_in_days else None
+        expires_at = min(limit, wanted_expiry) if wanted_expiry else limit
+    else:
+        expires_at = timezone.now() + timedelta(days=expires_in_days) if expires_in_days else None
+    secret = generate_token()
+    token = ApiToken.objects.create(
+        user=actor.user,
+        name=name,
+        prefix=secret[:12],
+        digest=token_digest(secret),
+        scopes=sorted(set(wanted)),
+        expires_at=expires_at,
+    )
+    audit(
+        action=AuditEvent.Action.TOKEN_CREATE,
+        actor=actor,
+        details={"token": token.prefix, "name": name, "scopes": token.scopes},
+    )
+    return token, secret
+
+
+@transaction.atomic
+def token_revoke(*, actor: Actor, token_id: int) -> ApiToken:
+    if not actor.is_authenticated or actor.user is None:
+        raise Unauthenticated("revoking a token needs a token, a session, or a username and password")
+    token = ApiToken.objects.select_for_update().filter(pk=token_id, user=actor.user).first()
+    if token is None:
+        raise NotFound(f"you have no token with id {token_id}")
+    if token.revoked_at is None:
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+        audit(
+            action=AuditEvent.Action.TOKEN_REVOKE,
+            actor=actor,
+            details={"token": token.prefix, "name": token.name},
+        )
+    return token
+
+
+def user_create_token_for(*, username: str, scopes: list[str], create_user: bool, name: str, days: int | None) -> str:
+    """For `manage.py createtoken`: a token for USERNAME (creating the user if asked)."""
+    users = get_user_model()
+    user = users.objects.filter(username=username).first()
+    if user is None:
+        if not create_user:
+            raise NotFound(f"no user named {username!r}; pass --create-user to create one")
+        user = users.objects.create_user(username=username)
+        user.set_unusable_password()
+        user.save()
+    _, secret = token_create(actor=Actor(user=user), name=name, scopes=scopes, expires_in_days=days)
+    return secret

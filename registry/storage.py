@@ -1,0 +1,142 @@
+"""Package storage: write-once, content-addressed objects (``sha256/ab/<sha256>.tar.gz``) in the
+``packages`` storage (files under REGISTRY_DATA_DIR, or S3), and staged uploads in ``uploads/``.
+
+Every storage failure is raised as `StorageUnavailable`, so a publish fails cleanly with
+``storage_unavailable`` and nothing half-written stays behind."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Iterator
+from datetime import datetime
+from typing import IO, Any
+
+from django.conf import settings
+from django.core.files import File
+from django.core.files.storage import Storage, storages
+
+from registry.errors import StorageUnavailable
+
+log = logging.getLogger(__name__)
+
+PACKAGES_PREFIX = "sha256"
+UPLOADS_PREFIX = "uploads"
+
+
+def package_key(sha256: str) -> str:
+    return f"{PACKAGES_PREFIX}/{sha256[:2]}/{sha256}.tar.gz"
+
+
+def upload_key(build_id: str) -> str:
+    return f"{UPLOADS_PREFIX}/{build_id}.tar.gz"
+
+
+def _transient_errors() -> tuple[type[BaseException], ...]:
+    errors: list[type[BaseException]] = [OSError]
+    try:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        errors.extend([BotoCoreError, ClientError])
+    except ImportError:  # pragma: no cover - boto3 is a server requirement
+        pass
+    return tuple(errors)
+
+
+_ERRORS = _transient_errors()
+
+
+def is_s3() -> bool:
+    return settings.REGISTRY_STORAGE == "s3"
+
+
+def _storage() -> Storage:
+    return storages["packages"]
+
+
+def _call(what: str, func: Any, *args: Any) -> Any:
+    try:
+        return func(*args)
+    except _ERRORS as exc:
+        log.warning("storage %s failed: %s", what, exc.__class__.__name__)
+        raise StorageUnavailable() from exc
+
+
+def exists(key: str) -> bool:
+    return bool(_call("exists", _storage().exists, key))
+
+
+def size(key: str) -> int:
+    return int(_call("size", _storage().size, key))
+
+
+def put(key: str, fileobj: IO[bytes]) -> None:
+    """Store fileobj at key. The key must be free: storage never overwrites or renames."""
+    storage = _storage()
+    fileobj.seek(0)
+    saved = _call("save", storage.save, key, File(fileobj, name=key.rsplit("/", 1)[-1]))
+    if saved != key:  # the backend picked another name: the key was taken meanwhile
+        _call("delete", storage.delete, saved)
+        raise StorageUnavailable(f"could not store {key}: the key is already taken")
+
+
+def put_package(sha256: str, fileobj: IO[bytes], size_bytes: int) -> str:
+    """Store a package write-once at its content-addressed key; storing the same bytes again is a
+    no-op (the key names the content). Returns the key."""
+    key = package_key(sha256)
+    if exists(key):
+        if size(key) == size_bytes:
+            return key
+        # Same digest, different size: a torn earlier write. Replace it; no row can reference it,
+        # because rows are committed only after a complete write.
+        log.warning("replacing a torn object at %s", key)
+        delete(key)
+    put(key, fileobj)
+    return key
+
+
+def delete(key: str) -> None:
+    _call("delete", _storage().delete, key)
+
+
+def open_file(key: str) -> IO[bytes]:
+    return _call("open", _storage().open, key, "rb")  # type: ignore[no-any-return]
+
+
+def download_to(key: str, target: IO[bytes]) -> None:
+    """Copy an object into an open local file, in chunks."""
+    with open_file(key) as source:
+        try:
+            shutil.copyfileobj(source, target, 1024 * 1024)
+        except _ERRORS as exc:
+            raise StorageUnavailable() from exc
+    target.flush()
+
+
+def presigned_url(key: str, *, filename: str) -> str:
+    """A short-lived URL for the object (S3 only)."""
+    storage = _storage()
+    params = {"ResponseContentDisposition": f'attachment; filename="{filename}"'}
+    return str(_call("url", lambda: storage.url(key, parameters=params)))  # type: ignore[call-arg]
+
+
+def list_keys(prefix: str) -> Iterator[tuple[str, datetime | None]]:
+    """Every key under prefix, with its modification time where the backend knows it."""
+    storage = _storage()
+
+    def walk(directory: str) -> Iterator[tuple[str, datetime | None]]:
+        dirs, files = _call("listdir", storage.listdir, directory)
+        for name in files:
+            key = f"{directory}/{name}"
+            try:
+                modified = storage.get_modified_time(key)
+            except (NotImplementedError, *_ERRORS):
+                modified = None
+            yield key, modified
+        for sub in dirs:
+            yield from walk(f"{directory}/{sub}")
+
+    try:
+        yield from walk(prefix)
+    except FileNotFoundError:
+        return
