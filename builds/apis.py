@@ -1,0 +1,120 @@
+"""Publishing is a build: POST /api/v1/extensions/ (a built package) and POST /api/v1/builds/ (a
+source archive) answer 202 with the build; GET /api/v1/builds/{id}/ follows it."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.parsers import MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from builds import services
+from builds.models import Build
+from builds.serializers import build_data
+from builds.uploads import LimitedHashingUploadHandler, too_large
+from registry.api import ApiView, PublishThrottle, WriteThrottle, ok
+from registry.errors import BadRequest, Forbidden, NotFound, RegistryError, Unauthenticated
+
+_SLACK = 64 * 1024  # multipart framing around the file
+
+
+def _base_url(request: Request) -> str:
+    return settings.REGISTRY_PUBLIC_URL or request.build_absolute_uri("/").rstrip("/")
+
+
+class _SubmitView(ApiView):
+    parser_classes = [MultiPartParser]
+    throttle_classes = [PublishThrottle, WriteThrottle]
+    kind: str = Build.Kind.PACKAGE
+    field: str = "file"
+
+    def _submit(self, request: Request) -> Response:
+        actor = self.actor()
+        if not actor.is_authenticated:
+            raise Unauthenticated("publishing needs a token: send 'Authorization: Bearer pvr_...'")
+        if not actor.has_any_scope("publish"):
+            raise Forbidden("this token has no publish scope: it needs publish:NAME or publish:*")
+        limit = settings.REGISTRY_MAX_PACKAGE_BYTES
+        try:
+            declared = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            raise BadRequest("Content-Length is not a number") from None
+        if declared > limit + _SLACK:
+            raise too_large(limit)
+        request._request.upload_handlers = [LimitedHashingUploadHandler(request._request, limit=limit)]
+        upload = request.FILES.get(self.field)
+        if upload is None:
+            raise BadRequest(
+                f"the multipart field {self.field!r} is missing: send the "
+                + ("package (NAME-VERSION.tar.gz)" if self.kind == Build.Kind.PACKAGE else "source archive (tar.gz)")
+                + f" as multipart/form-data field {self.field!r}",
+                details=[{"path": self.field, "message": "required"}],
+            )
+        build = services.build_submit(actor=actor, kind=self.kind, upload=upload, filename=upload.name or "")
+        build.refresh_from_db()
+        data = build_data(build, base_url=_base_url(request))
+        if build.status == Build.Status.FAILED:
+            # The pipeline ran in-process and refused the package: answer with its error.
+            raise RegistryError(
+                build.error_message,
+                code=build.error_code,
+                details=[*build.error_details, {"build": data["id"], "url": data["url"]}],
+            )
+        return ok(data, status=202, headers={"Location": data["url"]})
+
+
+_upload_schema = inline_serializer("PackageUpload", {"file": serializers.FileField()})
+_source_schema = inline_serializer("SourceUpload", {"source": serializers.FileField()})
+
+
+class PublishApi(_SubmitView):
+    """POST /api/v1/extensions/: publish a built package (multipart field ``file``)."""
+
+    kind = Build.Kind.PACKAGE
+    field = "file"
+
+    @extend_schema(
+        operation_id="extension_publish",
+        request={"multipart/form-data": _upload_schema},
+        responses={202: OpenApiResponse(description="the build")},
+        tags=["publish"],
+    )
+    def post(self, request: Request) -> Response:
+        return self._submit(request)
+
+
+class SourceBuildApi(_SubmitView):
+    """POST /api/v1/builds/: build and publish from a source archive (multipart field ``source``)."""
+
+    kind = Build.Kind.SOURCE
+    field = "source"
+
+    @extend_schema(
+        operation_id="build_from_source",
+        request={"multipart/form-data": _source_schema},
+        responses={202: OpenApiResponse(description="the build")},
+        tags=["publish"],
+    )
+    def post(self, request: Request) -> Response:
+        return self._submit(request)
+
+
+class BuildDetailApi(ApiView):
+    """GET /api/v1/builds/{id}/: status, step-by-step log with timings, error, resulting version."""
+
+    @extend_schema(
+        operation_id="build_get", responses={200: OpenApiResponse(description="the build")}, tags=["publish"]
+    )
+    def get(self, request: Request, build_id: str) -> Response:
+        try:
+            pk = uuid.UUID(build_id)
+        except ValueError:
+            raise NotFound(f"no build {build_id!r}: build ids are UUIDs") from None
+        build = Build.objects.select_related("submitted_by").filter(pk=pk).first()
+        if build is None:
+            raise NotFound(f"no build {build_id}")
+        return ok(build_data(build, base_url=_base_url(request)))

@@ -1,0 +1,41 @@
+"""The periodic sweep: objects in package storage that no row references (a worker died between
+storing and committing, or a removal failed) and staged uploads of finished builds are removed
+once older than REGISTRY_SWEEP_GRACE_SECONDS (so in-flight publishes are never touched)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from builds.models import Build
+from registry import services as catalog
+from registry import storage
+from registry.models import Version
+
+log = logging.getLogger(__name__)
+
+
+def storage_sweep(*, grace_seconds: int | None = None) -> dict[str, int]:
+    grace = timedelta(seconds=settings.REGISTRY_SWEEP_GRACE_SECONDS if grace_seconds is None else grace_seconds)
+    cutoff = timezone.now() - grace
+    removed_packages = removed_uploads = 0
+    referenced = set(Version.objects.values_list("storage_key", flat=True))
+    for key, modified in storage.list_keys(storage.PACKAGES_PREFIX):
+        if key in referenced or (modified is not None and modified > cutoff):
+            continue
+        sha256 = key.rsplit("/", 1)[-1].removesuffix(".tar.gz")
+        if catalog.package_discard(sha256=sha256, key=key):
+            removed_packages += 1
+            log.info("sweep: removed unreferenced package %s", key)
+    active = set(
+        Build.objects.exclude(status__in=Build.FINAL).exclude(upload_key="").values_list("upload_key", flat=True)
+    )
+    for key, modified in storage.list_keys(storage.UPLOADS_PREFIX):
+        if key in active or (modified is not None and modified > cutoff):
+            continue
+        storage.delete(key)
+        removed_uploads += 1
+    return {"packages": removed_packages, "uploads": removed_uploads}
