@@ -1,0 +1,72 @@
+"""The admin: the catalog is browsable, versions cannot be deleted (published versions are
+immutable), and the audit log is read-only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from registry.models import ApiToken, AuditEvent, Extension, Ownership, Version
+
+
+class OwnershipInline(admin.TabularInline):
+    model = Ownership
+    fk_name = "extension"
+    extra = 0
+    raw_id_fields = ("user", "added_by")
+
+
+@admin.register(Extension)
+class ExtensionAdmin(admin.ModelAdmin):
+    list_display = ("name", "type", "latest_version", "downloads", "updated_at")
+    list_filter = ("type",)
+    search_fields = ("name", "description")
+    readonly_fields = ("confusable_key", "latest_version", "downloads", "created_at", "updated_at")
+    inlines = (OwnershipInline,)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Version)
+class VersionAdmin(admin.ModelAdmin):
+    list_display = ("extension", "version", "type", "yanked", "published_at", "downloads")
+    list_filter = ("yanked", "type")
+    search_fields = ("extension__name", "version", "sha256")
+    readonly_fields = tuple(
+        f.name for f in Version._meta.get_fields() if getattr(f, "concrete", False) and f.name not in ("yanked",)
+    )
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = ("prefix", "name", "user", "created_at", "expires_at", "last_used_at", "revoked_at")
+    search_fields = ("prefix", "name", "user__username")
+    readonly_fields = ("prefix", "digest", "created_at", "last_used_at", "last_used_ip")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # tokens are created through the API or `manage.py createtoken`, which show the secret
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(admin.ModelAdmin):
+    list_display = ("at", "action", "actor_name", "address", "extension", "version")
+    list_filter = ("action",)
+    search_fields = ("actor_name", "extension", "address")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
