@@ -1,0 +1,58 @@
+"""`extensions` and `clients` never import Django, and imports point one way (STYLE.md)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+_IMPORT_ALL = """
+import importlib, pkgutil, sys
+sys.modules["django"] = None  # any `import django...` now raises ImportError
+import extensions, clients
+names = []
+for package in (extensions, clients):
+    for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+        importlib.import_module(info.name)
+        names.append(info.name)
+leaked = sorted(m for m in sys.modules if m == "rest_framework" or m.startswith(("django.", "rest_framework.")))
+assert not leaked, leaked
+print(len(names))
+"""
+
+
+def test_extensions_and_clients_import_with_django_absent() -> None:
+    proc = subprocess.run([sys.executable, "-c", _IMPORT_ALL], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert int(proc.stdout.strip()) >= 6  # every module was really imported
+
+
+def _imports(package: str) -> set[tuple[str, str]]:
+    found = set()
+    for path in (ROOT / package).rglob("*.py"):
+        if "migrations" in path.parts:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found.update((str(path.relative_to(ROOT)), alias.name.split(".")[0]) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.add((str(path.relative_to(ROOT)), node.module.split(".")[0]))
+    return found
+
+
+def test_imports_point_one_way() -> None:
+    forbidden = {
+        "extensions": {"django", "rest_framework", "registry", "builds", "clients", "celery"},
+        "clients": {"django", "rest_framework", "registry", "builds", "celery"},
+        "registry": {"builds", "clients"},
+    }
+    offences = []
+    for package, banned in forbidden.items():
+        for path, module in _imports(package):
+            if module in banned and path != "registry/urls.py":  # the composition root
+                offences.append(f"{path} imports {module}")
+    assert offences == []
