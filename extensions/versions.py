@@ -250,9 +250,7 @@ def _normalise_build(build: str | Sequence[str]) -> tuple[str, ...]:
     out = tuple(build)
     for part in out:
         if not isinstance(part, str) or not _BUILD_IDENT_RE.fullmatch(part):
-            raise VersionError(
-                f"build identifier {part!r} is not valid: use non-empty [0-9A-Za-z-] identifiers"
-            )
+            raise VersionError(f"build identifier {part!r} is not valid: use non-empty [0-9A-Za-z-] identifiers")
     return out
 
 
@@ -332,9 +330,7 @@ def _example(text: str) -> str | None:
 def parse_version(text: str) -> Version:
     """Parse strict SemVer 2.0.0 text (``VersionError`` otherwise). Cached."""
     if type(text) is not str:
-        raise VersionError(
-            f"{text!r} is not a valid version: a version is a string; {_VERSION_HINT}, e.g. 1.2.0"
-        )
+        raise VersionError(f"{text!r} is not a valid version: a version is a string; {_VERSION_HINT}, e.g. 1.2.0")
     return _parse_version(text)
 
 
@@ -487,9 +483,7 @@ class Constraint:
         for group in groups:
             normal.add(tuple(sorted(set(group), key=Comparator.sort_key)))
         if not normal:
-            raise ConstraintError(
-                "a constraint needs at least one group of comparators; use '*' for any version"
-            )
+            raise ConstraintError("a constraint needs at least one group of comparators; use '*' for any version")
         ordered = tuple(sorted(normal, key=lambda g: [c.sort_key() for c in g]))
         text = " || ".join(", ".join(str(c) for c in g) if g else "*" for g in ordered)
         setattr_ = object.__setattr__
@@ -504,9 +498,7 @@ class Constraint:
         """Parse the SPEC 2.3 grammar. ``ConstraintError`` naming the bad part and the allowed forms;
         with ``check_satisfiable`` (the default), also when no version can ever match. Cached."""
         if type(text) is not str:
-            raise ConstraintError(
-                f"{text!r} is not a valid constraint: a constraint is a string; {_CONSTRAINT_HINT}"
-            )
+            raise ConstraintError(f"{text!r} is not a valid constraint: a constraint is a string; {_CONSTRAINT_HINT}")
         constraint = _parse_constraint(text)
         if check_satisfiable and not constraint.is_satisfiable():
             raise ConstraintError(f"{text!r} can never match: {constraint._unsatisfiable_reason()}")
@@ -542,9 +534,7 @@ class Constraint:
             return self.contains(version)
         return False
 
-    def filter(
-        self, versions: Iterable[Version | str], *, include_prereleases: bool = False
-    ) -> list[Version]:
+    def filter(self, versions: Iterable[Version | str], *, include_prereleases: bool = False) -> list[Version]:
         """The versions the constraint admits, sorted ascending (strs are parsed)."""
         parsed = (v if isinstance(v, Version) else parse_version(v) for v in versions)
         return sorted(v for v in parsed if self.contains(v, include_prereleases=include_prereleases))
@@ -632,8 +622,6 @@ def _group_conflict(group: Sequence[Comparator]) -> str:
             successor = lo_v.next_version()
             empty_interval = successor > hi_v or (successor == hi_v and upper.op == "<")
         if empty_interval:
-            if lower is upper:  # pragma: no cover - an "=" alone is never empty
-                return f"{lower} admits nothing"
             return f"no version is both {lower} and {upper}; loosen one of them"
     excluded = ", ".join(str(c) for c in (*iv.points, *iv.ranges))
     bounds = ", ".join(str(c) for c in dict.fromkeys((lower, upper)) if c is not None) or "*"
@@ -728,12 +716,12 @@ def _parse_term(term: str) -> list[Comparator]:
             raise _TermError(f"'{body}' is not a version: nothing but wildcards may follow a wildcard")
         else:
             numbers.append(int(part))
-    major, minor, patch = numbers
+    major, minor, _patch = numbers  # a full version was handled above, so the patch is a wildcard
     if major is None:
         if op:
             raise _TermError(f"a wildcard major version takes no operator: write '*' alone, not {term!r}")
         return []
-    return _expand_partial(op, major, minor, patch)
+    return _expand_partial(op, major, minor)
 
 
 def _full_version(body: str) -> Version | None:
@@ -778,9 +766,9 @@ def _expand_full(op: str, v: Version) -> list[Comparator]:
     return [Comparator(op, v)]  # type: ignore[arg-type]
 
 
-def _expand_partial(op: str, major: int, minor: int | None, patch: int | None) -> list[Comparator]:
-    """A partial version (``patch`` is None unless it is a wildcard-free full version, which never
-    gets here): ``low`` is its first release, ``next_`` the first release after all of it."""
+def _expand_partial(op: str, major: int, minor: int | None) -> list[Comparator]:
+    """``op`` on a partial version ``MAJOR`` or ``MAJOR.MINOR`` (wildcards read as omitted parts):
+    ``low`` is its first release, ``next_`` the first release after all of it."""
     low = Version(major, minor or 0, 0)
     next_ = Version(major + 1, 0, 0) if minor is None else Version(major, minor + 1, 0)
     below_next = Version(next_.major, next_.minor, 0, (0,))
@@ -797,7 +785,7 @@ def _expand_partial(op: str, major: int, minor: int | None, patch: int | None) -
     if op == "!=":
         return [Comparator("!=", low, below_next)]
     if op == "^":
-        return [Comparator(">=", low), Comparator("<", _caret_upper(major, minor, patch))]
+        return [Comparator(">=", low), Comparator("<", _caret_upper(major, minor, None))]
     # "~": ~1.2 is >=1.2.0, <1.3.0-0 and ~1 is >=1.0.0, <2.0.0-0, which is `next_` of the partial
     return [Comparator(">=", low), Comparator("<", below_next)]
 
@@ -848,8 +836,7 @@ def parse_requirement(text: str) -> Requirement:
     rest = stripped[end.start() :] if end else ""
     if not name:
         raise InvalidNameError(
-            f"{text!r} is not a valid requirement: it must start with an extension name, "
-            "as in 'etcd >=3.5, <4'"
+            f"{text!r} is not a valid requirement: it must start with an extension name, as in 'etcd >=3.5, <4'"
         )
     if not (2 <= len(name) <= 64 and _NAME_RE.fullmatch(name)):
         suggestion = _suggest_name(name)

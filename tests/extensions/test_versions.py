@@ -97,10 +97,7 @@ def test_it_refuses_a_version_that_is_not_strict_semver(text: str, fragment: str
 def test_it_names_the_expected_spelling_in_the_error() -> None:
     with pytest.raises(VersionError) as info:
         Version.parse("1.2")
-    assert (
-        str(info.value)
-        == "'1.2' is not a valid version: use MAJOR.MINOR.PATCH as in SemVer 2.0.0, e.g. 1.2.0"
-    )
+    assert str(info.value) == "'1.2' is not a valid version: use MAJOR.MINOR.PATCH as in SemVer 2.0.0, e.g. 1.2.0"
 
 
 def test_it_suggests_the_version_without_leading_zeros_or_prefix() -> None:
