@@ -1,0 +1,40 @@
+use std/assert
+use ../nulib/cilium.nu *
+
+assert equal (cilium-validate {}) []
+let errors = (cilium-validate {routing: "native", kube_proxy_replacement: true, encryption: "tls", cluster_id: 300, hubble: false, hubble_ui: true})
+assert equal ($errors | length) 5
+assert equal $errors.0 "native routing needs native_cidr, the CIDR routed without encapsulation"
+assert str contains $errors.1 "kube_proxy_replacement needs k8s_service_host"
+assert str contains $errors.2 "encryption tls"
+assert str contains $errors.3 "cluster_id 300"
+assert equal $errors.4 "hubble_ui needs hubble"
+
+# tunnel mode: routingMode + tunnelProtocol, no legacy `tunnel` key
+let tunnel = (cilium-helm-values {routing: "geneve"})
+assert equal $tunnel.routingMode "tunnel"
+assert equal $tunnel.tunnelProtocol "geneve"
+assert equal ("tunnel" in $tunnel) false
+assert equal $tunnel.kubeProxyReplacement false
+assert equal ("k8sServiceHost" in $tunnel) false
+assert equal $tunnel.encryption.enabled false
+assert equal $tunnel.ipam {mode: "kubernetes"}
+
+# native routing with kube-proxy replacement and WireGuard
+let native = (cilium-helm-values {routing: "native", native_cidr: "10.244.0.0/16", kube_proxy_replacement: true, k8s_service_host: "10.10.1.100", encryption: "wireguard", ipam: "cluster-pool", cluster_pool_cidr: "10.42.0.0/16"})
+assert equal $native.routingMode "native"
+assert equal $native.ipv4NativeRoutingCIDR "10.244.0.0/16"
+assert equal $native.kubeProxyReplacement true
+assert equal [$native.k8sServiceHost $native.k8sServicePort] ["10.10.1.100" 6443]
+assert equal $native.encryption {enabled: true, type: "wireguard"}
+assert equal $native.ipam.operator.clusterPoolIPv4PodCIDRList ["10.42.0.0/16"]
+assert error { cilium-helm-values {routing: "native"} }
+
+let plan = (cilium-install-plan {hubble_ui: true})
+assert equal ($plan | get name) ["helm", "repository", "values", "install", "rollout"]
+assert str contains $plan.3.run "cilium/cilium --version 1.16.0-rc.1 --devel --namespace kube-system"
+assert equal ($plan.2.content | from yaml | get hubble.ui.enabled) true
+
+# 1.16: Envoy runs as its own DaemonSet unless turned off
+assert equal (cilium-helm-values {}).envoy {enabled: true}
+assert equal (cilium-helm-values {envoy_daemonset: false}).envoy.enabled false
