@@ -5,13 +5,27 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from builds import apis as build_apis
-from registry import apis_write, views
+from builds import metrics as build_metrics
+from registry import apis, apis_write, metrics, views
 
 api = "api/v1/"
 
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
-    path(f"{api}extensions/", build_apis.PublishApi.as_view(), name="extension-publish"),
+    # GET searches (registry.apis), POST publishes (builds.apis).
+    path(f"{api}extensions/", build_apis.ExtensionsApi.as_view(), name="extension-publish"),
+    path(f"{api}extensions/providers", apis.ProvidersApi.as_view(), name="providers"),
+    path(f"{api}extensions/taskservs", apis.TaskservsApi.as_view(), name="taskservs"),
+    path(f"{api}extensions/clusters", apis.ClustersApi.as_view(), name="clusters"),
+    path(f"{api}extensions/templates", apis.TemplatesApi.as_view(), name="templates"),
+    path(f"{api}extensions/<str:name>/", apis.ExtensionDetailApi.as_view(), name="extension-detail"),
+    path(f"{api}extensions/<str:name>/dependents/", apis.DependentsApi.as_view(), name="extension-dependents"),
+    path(f"{api}extensions/<str:name>/versions/<str:version>/", apis.VersionDetailApi.as_view(), name="version-detail"),
+    path(
+        f"{api}extensions/<str:name>/versions/<str:version>/download",
+        apis.DownloadApi.as_view(),
+        name="version-download",
+    ),
     path(f"{api}builds/", build_apis.SourceBuildApi.as_view(), name="build-create"),
     path(f"{api}builds/<str:build_id>/", build_apis.BuildDetailApi.as_view(), name="build-detail"),
     path(
@@ -21,6 +35,11 @@ urlpatterns = [
     ),
     path(f"{api}extensions/<str:name>/owners/", apis_write.OwnersApi.as_view(), name="extension-owners"),
     path(f"{api}tokens/", apis_write.TokensApi.as_view(), name="tokens"),
+    # Keep this lookup after every other two-segment route under extensions/ (e.g. a future
+    # extensions/taskservs/install): it matches any extensions/WORD/WORD.
+    path(f"{api}extensions/<str:type>/<str:name>", apis.ProvidedLookupApi.as_view(), name="extension-lookup"),
+    path(f"{api}schema/extension.json", apis.ManifestSchemaApi.as_view(), name="manifest-schema"),
+    path("metrics", metrics.metrics_view(extra=[build_metrics.BuildCollector()]), name="metrics"),
     path(f"{api}openapi.json", SpectacularAPIView.as_view(), name="openapi"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="openapi"), name="api-docs"),
     path("admin/", admin.site.urls),

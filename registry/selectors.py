@@ -1,0 +1,278 @@
+"""Reads of the catalog that more than one place needs (the JSON API, the web catalog, metrics).
+
+Lookups by name and version raise `NotFound` / `BadRequest` with messages that say what was
+wrong and what is allowed; the API and the web views render those once.
+
+Versions are sorted by SemVer precedence in Python: a version's precedence cannot be expressed
+as a database ordering (pre-release identifiers compare numerically and lexically), and an
+extension has few enough versions for that to be cheap."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import Case, Count, F, IntegerField, Prefetch, Q, QuerySet, Sum, Value, When
+from django.db.models.functions import Coalesce
+
+from extensions.errors import VersionError
+from extensions.names import NAME_RULE, is_valid_name, suggest_name
+from extensions.versions import Version as SemVer
+from registry.errors import BadRequest, NotFound
+from registry.models import Dependency, Extension, ExtensionType, Provide, Version
+
+#: The singular kinds (``type`` of an extension, ``kind`` of what it provides), as in URLs.
+TYPES: tuple[str, ...] = tuple(ExtensionType.values)
+#: The plural spelling of each kind, as in ``[provides]`` and the listing URLs.
+PLURAL: dict[str, str] = {t: f"{t}s" for t in TYPES}
+SINGULAR: dict[str, str] = {p: t for t, p in PLURAL.items()}
+
+SEMVER_HINT = "use MAJOR.MINOR.PATCH as in SemVer 2.0.0 (e.g. 1.28.0, 2.0.0-rc.1)"
+
+
+def semver_key(text: str) -> SemVer:
+    return SemVer.parse(text)
+
+
+def sort_versions(versions: Iterable[Version]) -> list[Version]:
+    """Newest first, by SemVer precedence."""
+    return sorted(versions, key=lambda v: semver_key(v.version), reverse=True)
+
+
+# --- names and versions from URLs ----------------------------------------------------------------
+
+
+def check_name(name: str, *, what: str = "extension") -> str:
+    """A name from a URL: an invalid spelling can never exist, so it is a 404 that says why."""
+    if is_valid_name(name):
+        return name
+    suggestion = suggest_name(name)
+    hint = f"; did you mean {suggestion!r}?" if suggestion and suggestion != name else ""
+    raise NotFound(
+        f"no {what} named {name[:80]!r}: it is not a valid name ({NAME_RULE}){hint}",
+        details=[{"path": "name", "message": NAME_RULE, **({"suggestion": suggestion} if hint else {})}],
+    )
+
+
+def canonical_version(text: str) -> str:
+    """The canonical text of a version from a URL (build metadata dropped: ``1.0.0+a`` is ``1.0.0``)."""
+    try:
+        return str(SemVer.parse(text).without_build())
+    except VersionError:
+        raise BadRequest(
+            f"{text[:80]!r} is not a valid version: {SEMVER_HINT}",
+            details=[{"path": "version", "message": SEMVER_HINT}],
+        ) from None
+
+
+# --- one extension, one version --------------------------------------------------------------------
+
+
+def extension_get(*, name: str) -> Extension:
+    """An extension with its latest version, owners and versions loaded (for the detail views)."""
+    check_name(name)
+    extension = (
+        Extension.objects.select_related("latest_version")
+        .prefetch_related(
+            Prefetch("ownerships__user"),
+            Prefetch("versions", queryset=Version.objects.order_by("id")),
+        )
+        .filter(name=name)
+        .first()
+    )
+    if extension is None:
+        raise NotFound(f"no extension named {name!r} in this registry")
+    return extension
+
+
+def version_get(*, name: str, version: str) -> Version:
+    """One version of an extension, by its canonical version (``1.0.0+a`` finds ``1.0.0``)."""
+    check_name(name)
+    canonical = canonical_version(version)
+    row = (
+        Version.objects.select_related("extension", "published_by")
+        .prefetch_related("dependencies__extension", "provides")
+        .filter(extension__name=name, canonical=canonical)
+        .first()
+    )
+    if row is None:
+        if not Extension.objects.filter(name=name).exists():
+            raise NotFound(f"no extension named {name!r} in this registry")
+        known = sort_versions(Version.objects.filter(extension__name=name).only("version"))
+        shown = ", ".join(v.version for v in known[:20]) + (" ..." if len(known) > 20 else "")
+        raise NotFound(
+            f"{name} has no version {canonical}; published versions: {shown}",
+            details=[{"available": [v.version for v in known]}],
+        )
+    return row
+
+
+def version_build_id(version: Version) -> str | None:
+    """The id of the latest succeeded build that produced this version (read through the reverse
+    relation ``Version.builds``, so `registry` does not import `builds`)."""
+    pk = version.builds.filter(status="succeeded").order_by("-finished_at", "-created_at").values_list("pk", flat=True)
+    first = pk.first()
+    return str(first) if first is not None else None
+
+
+def display_version(extension: Extension) -> Version | None:
+    """The version whose metadata (author, repository, keywords) describes the extension: the
+    latest non-yanked one, else the newest published one even if yanked."""
+    if extension.latest_version is not None:
+        return extension.latest_version
+    versions = list(extension.versions.all())
+    return sort_versions(versions)[0] if versions else None
+
+
+# --- search ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[Any]
+    total: int
+    limit: int
+    offset: int
+
+
+def extension_search(
+    *,
+    q: str = "",
+    type: str | None = None,
+    keyword: str | None = None,
+    limit: int = 20,
+    offset: int = 0,
+) -> Page:
+    """Search and browse.
+
+    ``q`` matches, case-insensitively, the name, the description and the keywords. Results are
+    ranked: the exact name first, then names starting with ``q``, then names containing it, then
+    an exact keyword, then the rest (description or part of a keyword); within a rank, the most
+    downloaded first, then by name. Without ``q`` everything is listed by name. ``type`` and
+    ``keyword`` filter exactly. Extensions whose versions are all yanked are still listed (their
+    latest version is None) so that people who look for them find out why they cannot install
+    them. Items are ``(extension, display_version)`` pairs."""
+    query: QuerySet[Extension] = Extension.objects.select_related("latest_version")
+    if type:
+        query = query.filter(type=type)
+    if keyword:
+        query = query.filter(keywords_text__contains=f",{keyword},")
+    q = q.strip().lower()
+    if q:
+        query = query.filter(Q(name__icontains=q) | Q(description__icontains=q) | Q(keywords_text__icontains=q))
+        query = query.annotate(
+            rank=Case(
+                When(name=q, then=Value(0)),
+                When(name__startswith=q, then=Value(1)),
+                When(name__contains=q, then=Value(2)),
+                When(keywords_text__contains=f",{q},", then=Value(3)),
+                default=Value(4),
+                output_field=IntegerField(),
+            )
+        ).order_by("rank", "-downloads", "name")
+    else:
+        query = query.order_by("name")
+    total = query.count()
+    page = list(query[offset : offset + limit]) if offset < total else []
+    return Page(items=with_display_versions(page), total=total, limit=limit, offset=offset)
+
+
+def with_display_versions(extensions: list[Extension]) -> list[tuple[Extension, Version | None]]:
+    """Each extension with its `display_version`, in one query for those whose versions are all
+    yanked."""
+    orphans = [e.pk for e in extensions if e.latest_version is None]
+    newest: dict[int, Version] = {}
+    if orphans:
+        by_extension: dict[int, list[Version]] = {}
+        for v in Version.objects.filter(extension_id__in=orphans):
+            by_extension.setdefault(v.extension_id, []).append(v)
+        newest = {pk: sort_versions(vs)[0] for pk, vs in by_extension.items()}
+    return [(e, e.latest_version or newest.get(e.pk)) for e in extensions]
+
+
+# --- dependents -----------------------------------------------------------------------------------
+
+
+def extension_dependents(*, name: str, limit: int = 20, offset: int = 0) -> Page:
+    """The extensions that have a version depending on ``name``, by name; each item is
+    ``(extension, [(version, constraint), ...newest first])``."""
+    target = Extension.objects.filter(name=check_name(name)).first()
+    if target is None:
+        raise NotFound(f"no extension named {name!r} in this registry")
+    dependents = (
+        Extension.objects.filter(versions__dependencies__extension=target)
+        .distinct()
+        .select_related("latest_version")
+        .order_by("name")
+    )
+    total = dependents.count()
+    page = list(dependents[offset : offset + limit]) if offset < total else []
+    edges: dict[int, list[tuple[Version, str]]] = {}
+    for dep in Dependency.objects.filter(extension=target, version__extension__in=page).select_related("version"):
+        edges.setdefault(dep.version.extension_id, []).append((dep.version, dep.constraint))
+    items = [(e, sorted(edges.get(e.pk, []), key=lambda vc: semver_key(vc[0].version), reverse=True)) for e in page]
+    return Page(items=items, total=total, limit=limit, offset=offset)
+
+
+# --- what is provided -----------------------------------------------------------------------------
+
+
+def provided_list(*, kind: str) -> list[Provide]:
+    """What the latest non-yanked version of every extension provides of one kind (singular),
+    sorted by provided name, then extension name. Each row has ``version.extension`` loaded."""
+    return list(
+        Provide.objects.filter(kind=kind, version__extension__latest_version=F("version"))
+        .select_related("version__extension")
+        .order_by("name", "version__extension__name")
+    )
+
+
+def provider_lookup(*, kind: str, name: str) -> tuple[Extension, Provide | None]:
+    """The extension that provides ``kind`` ``name`` in its latest non-yanked version; else an
+    extension of that type named ``name``. When several extensions provide it (one owner may
+    publish it from two), the one named ``name`` wins, then the most downloaded."""
+    check_name(name, what=kind)
+    rows = list(
+        Provide.objects.filter(kind=kind, name=name, version__extension__latest_version=F("version"))
+        .select_related("version__extension")
+        .order_by("version__extension__name")
+    )
+    if rows:
+        rows.sort(key=lambda p: (p.version.extension.name != name, -p.version.extension.downloads))
+        return extension_get(name=rows[0].version.extension.name), rows[0]
+    extension = Extension.objects.filter(name=name, type=kind).only("name").first()
+    if extension is None:
+        raise NotFound(f"no extension provides the {kind} {name!r} in this registry")
+    return extension_get(name=extension.name), None
+
+
+# --- metrics --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CatalogStats:
+    extensions: int
+    extensions_by_type: dict[str, int]
+    versions: int
+    yanked_versions: int
+    downloads: int
+
+
+def catalog_stats() -> CatalogStats:
+    """Aggregates for /metrics, read from the database (correct across processes)."""
+    by_type = dict.fromkeys(TYPES, 0)
+    for row in Extension.objects.values("type").annotate(n=Count("id")).order_by():
+        by_type[row["type"]] = row["n"]
+    versions = Version.objects.aggregate(
+        total=Count("id"),
+        yanked=Count("id", filter=Q(yanked=True)),
+        downloads=Coalesce(Sum("downloads"), 0),
+    )
+    return CatalogStats(
+        extensions=sum(by_type.values()),
+        extensions_by_type=by_type,
+        versions=int(versions["total"]),
+        yanked_versions=int(versions["yanked"]),
+        downloads=int(versions["downloads"]),
+    )
