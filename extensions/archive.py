@@ -1,0 +1,1306 @@
+"""Building, inspecting and extracting extension packages (SPEC 2.4).
+
+A package is ``NAME-VERSION.tar.gz``: a gzip-compressed POSIX tar whose members all lie under the top
+directory ``NAME-VERSION/``, holding ``extension.toml`` and a ``MANIFEST.json`` that lists every other
+file with its size and sha256.
+
+Building (`select_files`, `build_package`) is reproducible: the same source gives the same bytes
+whatever the file times, the umask, the owner or the order the file system lists entries in.
+
+- Members are sorted by the bytes of their UTF-8 path. The builder emits a directory member for the top
+  directory and for every directory that holds a packaged file (empty directories are not packaged),
+  then the regular files; everything is under ``NAME-VERSION/``.
+- Every member has mtime 0 (or ``SOURCE_DATE_EPOCH``), uid/gid 0, empty user and group names; files
+  are 0644, or 0755 when any execute bit is set in the source; directories are 0755.
+- The tar format is PAX throughout (``tarfile.PAX_FORMAT``): a plain ustar header, plus a PAX extended
+  header only where ustar cannot say it (a path over 100 bytes, a non-ASCII path). Never GNU longnames.
+- gzip: header mtime 0, no file name, compression level 6 (`COMPRESSLEVEL`, the level of ``gzip`` and
+  ``tar czf``; level 9 costs about twice the time for ~1% smaller packages). The bytes are the same for
+  the same zlib; zlib has not changed its output for a given level in decades.
+- ``MANIFEST.json`` is ``json.dumps(..., sort_keys=True, indent=2)`` plus a newline, files sorted by
+  path.
+
+Inspecting and extracting (`inspect_package`, `safe_extract`, `extract_source_archive`) stream the
+package once, never seeking and never holding a whole member in memory:
+
+- the compressed bytes are read in 64 KiB chunks, hashed (the package's sha256) and counted against
+  ``max_package_bytes``;
+- gzip is decompressed here (not by ``tarfile``) with a bounded output per call, so the gzip CRC and
+  length are verified, truncation is noticed, and every decompressed byte is counted: against
+  ``max_unpacked_bytes`` plus the room tar headers may take (see `_tar_overhead`), whatever the member
+  headers claim. A gzip bomb stops at the limit with memory bounded by the chunk size;
+- member data is read in 64 KiB chunks and counted against ``max_unpacked_bytes`` (the sum of the
+  regular files' sizes, what `PackageInfo.unpacked_size` reports);
+- every header is checked before its data is touched: the name (UTF-8, no NUL, no backslash, not
+  absolute, no ``..``, at most ``max_path_bytes`` bytes and ``max_depth`` components, ``.``
+  components dropped), the type (regular files and directories only; sparse files are refused), the
+  single top directory, duplicates and collisions after NFC normalisation and case folding.
+
+Which error for what: every ``Limits`` field that is exceeded raises `ArchiveTooLargeError`
+(``archive_too_large``) with ``limit`` naming the field, including ``max_members``, ``max_path_bytes``
+and ``max_depth``; anything that must never be extracted raises `UnsafeArchiveError`
+(``unsafe_archive``); anything else that is not a well-formed package (not gzip, not tar, truncated,
+empty, no ``extension.toml``, a missing or mismatching ``MANIFEST.json``) raises `ArchiveError`
+(``invalid_archive``). An invalid ``extension.toml`` raises `ManifestError` from
+`extensions.manifest.parse_manifest`. Each error names the member (``path``) and says what is allowed.
+
+The README (`PackageInfo.readme_text`) is the file ``extension.toml`` names (``readme``, default
+``README.md``), decoded as UTF-8 with replacement characters, truncated (never refused) at
+`README_MAX_BYTES` (1 MiB): a long README is the author's business, the catalog only shows its start.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import gzip
+import hashlib
+import io
+import json
+import logging
+import os
+import re
+import shutil
+import stat
+import tarfile
+import tempfile
+import unicodedata
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import IO, Any, BinaryIO
+
+import pathspec
+
+from extensions.errors import ArchiveError, ArchiveTooLargeError, ExtensionError, Problem, UnsafeArchiveError
+from extensions.manifest import Manifest, load_manifest, parse_manifest
+
+__all__ = [
+    "COMPRESSLEVEL",
+    "README_MAX_BYTES",
+    "BuiltPackage",
+    "FileEntry",
+    "Limits",
+    "PackageInfo",
+    "build_package",
+    "extract_source_archive",
+    "inspect_package",
+    "safe_extract",
+    "select_files",
+]
+
+log = logging.getLogger(__name__)
+
+KiB = 1024
+MiB = 1024 * KiB
+CHUNK = 64 * KiB
+COMPRESSLEVEL = 6
+README_MAX_BYTES = 1 * MiB
+MANIFEST_JSON = "MANIFEST.json"
+EXTENSION_TOML = "extension.toml"
+MANIFEST_FORMAT = 1
+REBUILD_HINT = "rebuild the package with `provisioning extension build`"
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+_ALLOWED_TYPES = "allowed: regular files and directories only"
+_ALLOWED_NAMES = "allowed: relative UTF-8 paths with `/` separators under the top directory"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Size limits (SPEC 2.4 defaults). The registry builds one from its settings."""
+
+    max_package_bytes: int = 50 * MiB
+    max_unpacked_bytes: int = 200 * MiB
+    max_members: int = 10_000
+    max_path_bytes: int = 255
+    max_depth: int = 32
+    max_manifest_bytes: int = 64 * KiB
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """A regular file of a package; ``path`` is relative to ``NAME-VERSION/``."""
+
+    path: str
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class BuiltPackage:
+    path: Path
+    name: str
+    version: str
+    sha256: str
+    size: int
+    files: tuple[FileEntry, ...]
+
+
+@dataclass(frozen=True)
+class PackageInfo:
+    name: str
+    version: str
+    sha256: str  # of the compressed bytes
+    size: int  # of the compressed bytes
+    unpacked_size: int  # sum of the sizes of every regular file, MANIFEST.json included
+    files: tuple[FileEntry, ...]  # from the verified MANIFEST.json (MANIFEST.json itself not listed)
+    manifest_text: str  # extension.toml
+    readme_text: str | None  # the README named by extension.toml, at most README_MAX_BYTES
+
+
+# --------------------------------------------------------------------------------------------------
+# Names
+
+
+def _display(name: str) -> str:
+    """A printable spelling of a member name: invalid UTF-8 bytes as ``\\xNN``, control characters
+    escaped."""
+    text = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
+def _fold(path: str) -> str:
+    """The key under which two paths are the same file on a case-insensitive, normalising file system."""
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFC", path).casefold())
+
+
+def _too_large(message: str, *, path: str, limit: str, value: int) -> ArchiveTooLargeError:
+    return ArchiveTooLargeError(message, path=path, limit=limit, value=value)
+
+
+def _split_name(name: str, limits: Limits) -> tuple[str, ...]:
+    """Check a member name and return its components (``.`` and empty components dropped)."""
+    shown = _display(name)
+    try:
+        raw = name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UnsafeArchiveError(f"the member name is not valid UTF-8; {_ALLOWED_NAMES}", path=shown) from None
+    if "\x00" in name:
+        raise UnsafeArchiveError(f"the member name contains a NUL byte; {_ALLOWED_NAMES}", path=shown)
+    if "\\" in name:
+        raise UnsafeArchiveError(f"the member name contains a backslash; {_ALLOWED_NAMES} (never `\\`)", path=shown)
+    if name.startswith("/"):
+        raise UnsafeArchiveError(f"the member name is an absolute path; {_ALLOWED_NAMES}", path=shown)
+    if len(raw) > limits.max_path_bytes:
+        raise _too_large(
+            f"the member path is {len(raw)} bytes long; allowed: at most {limits.max_path_bytes} bytes",
+            path=shown,
+            limit="max_path_bytes",
+            value=len(raw),
+        )
+    parts = name.split("/")
+    if ".." in parts:
+        raise UnsafeArchiveError(f"the member name has a `..` component; {_ALLOWED_NAMES}", path=shown)
+    kept = tuple(p for p in parts if p not in ("", "."))
+    if len(kept) > limits.max_depth:
+        raise _too_large(
+            f"the member path is {len(kept)} levels deep; allowed: at most {limits.max_depth}",
+            path=shown,
+            limit="max_depth",
+            value=len(kept),
+        )
+    return kept
+
+
+class _PathRegistry:
+    """Refuses duplicate paths, a path that is both a file and a directory, and paths that collide
+    after NFC normalisation and case folding (directories implied by deeper paths count too)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, tuple[str, bool, bool]] = {}  # key -> (path, is_dir, explicit)
+
+    def add(self, parts: Sequence[str], *, is_dir: bool, shown: str) -> None:
+        for i in range(1, len(parts)):
+            self._add("/".join(parts[:i]), is_dir=True, explicit=False, shown=shown)
+        self._add("/".join(parts), is_dir=is_dir, explicit=True, shown=shown)
+
+    def _add(self, path: str, *, is_dir: bool, explicit: bool, shown: str) -> None:
+        key = _fold(path)
+        seen = self._seen.get(key)
+        if seen is None:
+            self._seen[key] = (path, is_dir, explicit)
+            return
+        seen_path, seen_dir, seen_explicit = seen
+        if seen_path != path:
+            raise UnsafeArchiveError(
+                f"`{path}` collides with `{_display(seen_path)}` after Unicode NFC normalisation and "
+                "case folding; allowed: paths that stay distinct on case-insensitive file systems",
+                path=shown,
+            )
+        if is_dir and seen_dir:
+            if explicit and seen_explicit:
+                raise UnsafeArchiveError(
+                    "the directory appears twice in the archive; allowed: each path once", path=shown
+                )
+            if explicit:
+                self._seen[key] = (path, True, True)
+            return
+        if is_dir != seen_dir:
+            raise UnsafeArchiveError(
+                f"`{_display(path)}` is both a file and a directory; allowed: each path once", path=shown
+            )
+        raise UnsafeArchiveError("duplicate path: the file appears twice; allowed: each path once", path=shown)
+
+
+def _readme_parts(readme: str) -> tuple[str, ...] | None:
+    """The README path named by the manifest as components, or None when it cannot be inside."""
+    pure = PurePosixPath(readme)
+    if not readme or pure.is_absolute() or "\\" in readme or ".." in pure.parts:
+        return None
+    parts = tuple(p for p in pure.parts if p not in ("", "."))
+    return parts or None
+
+
+def _decode_readme(data: bytes) -> str:
+    """UTF-8 with replacement characters, at most README_MAX_BYTES, no split character at the end."""
+    if len(data) <= README_MAX_BYTES:
+        return data.decode("utf-8", "replace")
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    return decoder.decode(data[:README_MAX_BYTES], final=False)
+
+
+def _top_for(manifest: Manifest) -> str:
+    return f"{manifest.name}-{manifest.version}"
+
+
+# --------------------------------------------------------------------------------------------------
+# Building
+
+
+def _select(
+    source: Path,
+    *,
+    include: Sequence[str],
+    exclude: Sequence[str],
+    readme: str | None,
+    skip: frozenset[str] = frozenset(),
+) -> list[str]:
+    forced = {EXTENSION_TOML}
+    readme_parts = _readme_parts(readme) if readme else None
+    if readme_parts:
+        forced.add("/".join(readme_parts))
+    include_spec = pathspec.GitIgnoreSpec.from_lines(include) if include else None
+    exclude_spec = pathspec.GitIgnoreSpec.from_lines(exclude) if exclude else None
+    selected: list[str] = []
+    stack: list[tuple[str, str]] = [("", os.fspath(source))]
+    while stack:
+        rel_dir, abs_dir = stack.pop()
+        with os.scandir(abs_dir) as entries:
+            for entry in entries:
+                rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+                st = entry.stat(follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode):
+                    if entry.name in (".git", "__pycache__") or rel == "dist" or rel in skip:
+                        continue
+                    stack.append((rel, entry.path))
+                    continue
+                if rel not in forced:
+                    if _always_excluded(rel, entry.name) or rel in skip:
+                        continue
+                    if include_spec is not None and not include_spec.match_file(rel):
+                        continue
+                    if exclude_spec is not None and exclude_spec.match_file(rel):
+                        continue
+                _check_source_entry(rel, st)
+                selected.append(rel)
+    return sorted(selected, key=lambda p: p.encode("utf-8"))
+
+
+def _always_excluded(rel: str, name: str) -> bool:
+    return name in (".git", ".DS_Store") or name.endswith(".pyc") or rel == MANIFEST_JSON
+
+
+def _check_source_entry(rel: str, st: os.stat_result) -> None:
+    shown = _display(rel)
+    mode = st.st_mode
+    if not stat.S_ISREG(mode):
+        kind = (
+            "a symbolic link"
+            if stat.S_ISLNK(mode)
+            else "a FIFO"
+            if stat.S_ISFIFO(mode)
+            else "a device"
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "a socket"
+            if stat.S_ISSOCK(mode)
+            else "not a regular file"
+        )
+        raise UnsafeArchiveError(
+            f"is {kind}; a package holds regular files and directories only: replace it with a regular "
+            "file or leave it out with [build] exclude",
+            path=shown,
+        )
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UnsafeArchiveError(
+            "the file name is not valid UTF-8; allowed: UTF-8 file names (rename it or exclude it)",
+            path=shown,
+        ) from None
+    if "\\" in rel:
+        raise UnsafeArchiveError(
+            "the file name contains a backslash; allowed: names without `\\` (rename it or exclude it)",
+            path=shown,
+        )
+
+
+def select_files(
+    source: Path, *, include: Sequence[str], exclude: Sequence[str], readme: str | None = None
+) -> list[str]:
+    """The regular files of ``source`` that go into the package, as ``/``-separated paths relative to
+    ``source``, sorted by their UTF-8 bytes.
+
+    ``include`` and ``exclude`` are gitignore-style patterns (``[build]``): without ``include`` every
+    file is included; ``exclude`` always applies. Never packaged: ``.git``, a top-level ``dist/``,
+    ``__pycache__/``, ``*.pyc``, ``.DS_Store`` and a top-level ``MANIFEST.json`` (the builder writes its
+    own). ``extension.toml`` and the ``readme`` file (when given and present) are always included.
+    Symbolic links are never followed: a selected symlink, device, FIFO or socket is refused
+    (`UnsafeArchiveError`), as are names that are not UTF-8 or hold a backslash.
+    """
+    return _select(Path(source), include=include, exclude=exclude, readme=readme)
+
+
+def _source_date_epoch(value: int | None) -> int:
+    if value is None:
+        text = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+        if not text:
+            return 0
+        if not text.isdigit():
+            raise ExtensionError(
+                f"SOURCE_DATE_EPOCH={text!r} is not a number; allowed: a non-negative integer (seconds since "
+                "1970-01-01 UTC), or unset for 0",
+                path="SOURCE_DATE_EPOCH",
+            )
+        value = int(text)
+    if value < 0:
+        raise ExtensionError(
+            f"source_date_epoch={value} is negative; allowed: a non-negative integer",
+            path="SOURCE_DATE_EPOCH",
+        )
+    return value
+
+
+class _HashingWriter:
+    """A write-only file object that hashes and counts what goes through it."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self._raw = raw
+        self.sha = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        self.sha.update(data)
+        self.size += len(data)
+        return self._raw.write(data)
+
+    def flush(self) -> None:
+        self._raw.flush()
+
+
+class _HashingReader:
+    """A read-only file object that hashes what is read from it."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self._raw = raw
+        self.sha = hashlib.sha256()
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._raw.read(size)
+        self.sha.update(data)
+        return data
+
+
+def _open_source_file(path: Path, rel: str) -> IO[bytes]:
+    """Open a source file without following a symlink, and check it is still a regular file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ArchiveError(
+            f"cannot read the file ({exc.strerror}); allowed: readable regular files", path=_display(rel)
+        ) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UnsafeArchiveError("is no longer a regular file; allowed: regular files", path=_display(rel))
+    return os.fdopen(fd, "rb")
+
+
+def _hash_file(path: Path, rel: str) -> tuple[int, str]:
+    sha = hashlib.sha256()
+    size = 0
+    with _open_source_file(path, rel) as f:
+        while chunk := f.read(CHUNK):
+            sha.update(chunk)
+            size += len(chunk)
+    return size, sha.hexdigest()
+
+
+def _manifest_json(name: str, version: str, files: Sequence[FileEntry]) -> bytes:
+    doc = {
+        "format": MANIFEST_FORMAT,
+        "name": name,
+        "version": version,
+        "files": [{"path": f.path, "size": f.size, "sha256": f.sha256} for f in files],
+    }
+    return (json.dumps(doc, sort_keys=True, indent=2) + "\n").encode("utf-8")
+
+
+def _tarinfo(name: str, *, is_dir: bool, size: int, mode: int, mtime: int) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = tarfile.DIRTYPE if is_dir else tarfile.REGTYPE
+    info.size = size
+    info.mode = mode
+    info.mtime = mtime
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info
+
+
+def build_package(
+    source: Path, out_dir: Path, *, source_date_epoch: int | None = None, limits: Limits = Limits()
+) -> BuiltPackage:
+    """Build the reproducible package of the extension in ``source`` as ``out_dir/NAME-VERSION.tar.gz``.
+
+    Name, version, readme and ``[build]`` come from ``extension.toml`` (`load_manifest`). The mtime of
+    every member is ``source_date_epoch``, else ``$SOURCE_DATE_EPOCH``, else 0. File contents are
+    streamed (read twice: hashed for MANIFEST.json, then copied and hashed again to make sure they did
+    not change). The limits apply to the package being built. The file is written to a temporary file
+    in ``out_dir`` and renamed into place, so a failed build leaves nothing behind.
+    """
+    source = Path(source)
+    out_dir = Path(out_dir)
+    with contextlib.suppress(FileNotFoundError):  # a missing one is load_manifest's to report
+        st = os.lstat(source / EXTENSION_TOML)
+        _check_source_entry(EXTENSION_TOML, st)  # never read extension.toml through a symlink
+        if st.st_size > limits.max_manifest_bytes:
+            raise _too_large(
+                f"extension.toml is {st.st_size} bytes; allowed: at most {limits.max_manifest_bytes} bytes",
+                path=EXTENSION_TOML,
+                limit="max_manifest_bytes",
+                value=st.st_size,
+            )
+    manifest = load_manifest(source)
+    name, version = str(manifest.name), str(manifest.version)
+    top = _top_for(manifest)
+    mtime = _source_date_epoch(source_date_epoch)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # Never package our own output: the output directory when it is inside the source, or the
+    # package (and its temporary files) when the output directory is the source itself.
+    skip: set[str] = set()
+    with contextlib.suppress(ValueError):
+        out_rel = out_dir.resolve().relative_to(source.resolve()).as_posix()
+        if out_rel == ".":
+            skip.add(f"{top}.tar.gz")
+        else:
+            skip.add(out_rel)
+    rels = _select(
+        source,
+        include=manifest.build_include,
+        exclude=manifest.build_exclude,
+        readme=manifest.readme,
+        skip=frozenset(skip),
+    )
+    if MANIFEST_JSON in rels:  # forced in as the readme: still never a file of its own
+        rels.remove(MANIFEST_JSON)
+
+    # Names and limits, before any content is read.
+    registry = _PathRegistry()
+    dirs: set[str] = {top}
+    for rel in [*rels, MANIFEST_JSON]:
+        member = f"{top}/{rel}"
+        parts = _split_name(member, limits)
+        registry.add(parts, is_dir=False, shown=_display(member))
+        for i in range(1, len(parts)):
+            dirs.add("/".join(parts[:i]))
+    count = len(dirs) + len(rels) + 1
+    if count > limits.max_members:
+        raise _too_large(
+            f"the package would have {count} members; allowed: at most {limits.max_members} (leave files "
+            "out with [build] exclude)",
+            path=top,
+            limit="max_members",
+            value=count,
+        )
+
+    # Pass 1: hash every file for MANIFEST.json.
+    entries: list[FileEntry] = []
+    modes: dict[str, int] = {}
+    total = 0
+    for rel in rels:
+        path = source / rel
+        modes[rel] = 0o755 if os.lstat(path).st_mode & 0o111 else 0o644
+        size, digest = _hash_file(path, rel)
+        if rel == EXTENSION_TOML and size > limits.max_manifest_bytes:
+            raise _too_large(
+                f"extension.toml is {size} bytes; allowed: at most {limits.max_manifest_bytes} bytes",
+                path=f"{top}/{rel}",
+                limit="max_manifest_bytes",
+                value=size,
+            )
+        total += size
+        if total > limits.max_unpacked_bytes:
+            raise _too_large(
+                f"the files add up to more than {limits.max_unpacked_bytes} bytes; allowed: at most "
+                f"{limits.max_unpacked_bytes} bytes unpacked (leave files out with [build] exclude)",
+                path=f"{top}/{rel}",
+                limit="max_unpacked_bytes",
+                value=total,
+            )
+        entries.append(FileEntry(rel, size, digest))
+    manifest_bytes = _manifest_json(name, version, entries)
+    total += len(manifest_bytes)
+    if total > limits.max_unpacked_bytes:
+        raise _too_large(
+            f"the files add up to {total} bytes; allowed: at most {limits.max_unpacked_bytes} bytes unpacked",
+            path=f"{top}/{MANIFEST_JSON}",
+            limit="max_unpacked_bytes",
+            value=total,
+        )
+
+    # Pass 2: write the sorted members.
+    by_rel = {e.path: e for e in entries}
+    members: list[tuple[bytes, str, str | None]] = [(d.encode("utf-8"), d, None) for d in dirs]
+    members += [(f"{top}/{rel}".encode(), f"{top}/{rel}", rel) for rel in [*rels, MANIFEST_JSON]]
+    members.sort()
+    final = out_dir / f"{top}.tar.gz"
+    fd, tmp_name = tempfile.mkstemp(dir=out_dir, prefix=f".{top}.", suffix=".tar.gz.tmp")
+    try:
+        with os.fdopen(fd, "wb") as raw:
+            writer = _HashingWriter(raw)
+            with (
+                gzip.GzipFile(filename="", mode="wb", compresslevel=COMPRESSLEVEL, fileobj=writer, mtime=0) as gz,
+                tarfile.TarFile(
+                    fileobj=gz, mode="w", format=tarfile.PAX_FORMAT, encoding="utf-8", errors="strict"
+                ) as tar,
+            ):
+                tar.copybufsize = CHUNK  # type: ignore[attr-defined]  # missing from the stubs
+                for _, member_name, member_rel in members:
+                    if member_rel is None:
+                        tar.addfile(_tarinfo(member_name, is_dir=True, size=0, mode=0o755, mtime=mtime))
+                    elif member_rel == MANIFEST_JSON:
+                        info = _tarinfo(member, is_dir=False, size=len(manifest_bytes), mode=0o644, mtime=mtime)
+                        tar.addfile(info, io.BytesIO(manifest_bytes))
+                    else:
+                        _add_file(tar, source, by_rel[member_rel], member_name, modes[member_rel], mtime)
+            raw.flush()
+            os.fsync(raw.fileno())
+        if writer.size > limits.max_package_bytes:
+            raise _too_large(
+                f"the package is {writer.size} bytes compressed; allowed: at most {limits.max_package_bytes} "
+                "bytes (leave files out with [build] exclude)",
+                path=final.name,
+                limit="max_package_bytes",
+                value=writer.size,
+            )
+        os.chmod(tmp_name, 0o644)
+        os.replace(tmp_name, final)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        raise
+    return BuiltPackage(
+        path=final,
+        name=name,
+        version=version,
+        sha256=writer.sha.hexdigest(),
+        size=writer.size,
+        files=tuple(entries),
+    )
+
+
+def _add_file(tar: tarfile.TarFile, source: Path, entry: FileEntry, member: str, mode: int, mtime: int) -> None:
+    changed = f"changed while the package was being built; allowed: a source that stays still ({REBUILD_HINT})"
+    with _open_source_file(source / entry.path, entry.path) as f:
+        if os.fstat(f.fileno()).st_size != entry.size:
+            raise ArchiveError(f"the file {changed}", path=_display(entry.path))
+        reader = _HashingReader(f)
+        info = _tarinfo(member, is_dir=False, size=entry.size, mode=mode, mtime=mtime)
+        try:
+            tar.addfile(info, reader)
+        except OSError as exc:
+            raise ArchiveError(f"the file {changed} ({exc})", path=_display(entry.path)) from None
+    if reader.sha.hexdigest() != entry.sha256:
+        raise ArchiveError(f"the file {changed}", path=_display(entry.path))
+
+
+# --------------------------------------------------------------------------------------------------
+# Streaming reads
+
+
+class _CompressedReader:
+    """The package's bytes in chunks, hashed and counted against ``max_package_bytes``."""
+
+    def __init__(self, raw: IO[bytes], limits: Limits) -> None:
+        self._raw = raw
+        self._limit = limits.max_package_bytes
+        self.sha = hashlib.sha256()
+        self.size = 0
+
+    def read_chunk(self) -> bytes:
+        data = self._raw.read(CHUNK)
+        if not data:
+            return b""
+        self.size += len(data)
+        if self.size > self._limit:
+            raise _too_large(
+                f"the package is larger than {self._limit} bytes; allowed: at most {self._limit} bytes compressed",
+                path="",
+                limit="max_package_bytes",
+                value=self.size,
+            )
+        self.sha.update(data)
+        return data
+
+
+def _tar_overhead(limits: Limits) -> int:
+    """Room for tar headers and padding on top of ``max_unpacked_bytes`` at the gzip layer: per member a
+    header block, its padding, and a PAX header (a header block plus records up to a few blocks);
+    the end-of-archive blocks padded to a 10 KiB record."""
+    per_member = 512 + 511 + 512 + 4 * 512
+    return limits.max_members * per_member + 20 * 512 + 2 * tarfile.RECORDSIZE
+
+
+class _GunzipReader:
+    """Decompresses one gzip stream with bounded output per call, counting every byte produced.
+
+    Refuses input that is not gzip, corrupt or truncated gzip data, a CRC or length mismatch (zlib
+    checks the trailer), and anything after the end of the gzip stream.
+    """
+
+    def __init__(self, compressed: _CompressedReader, limits: Limits) -> None:
+        self._in = compressed
+        self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self._limit = limits.max_unpacked_bytes + _tar_overhead(limits)
+        self._limits = limits
+        self._pending = b""
+        self._maybe_more_output = False
+        self._started = False
+        self._done = False
+        self.size = 0
+
+    def read(self, size: int = -1) -> bytes:
+        if size is None or size <= 0:
+            size = CHUNK
+        while not self._done:
+            if self._d.eof:
+                self._finish()
+                break
+            if self._pending:
+                data = self._pending
+            elif self._maybe_more_output:
+                data = b""
+            else:
+                data = self._in.read_chunk()
+                if not self._started:
+                    self._started = True
+                    if not data:
+                        raise ArchiveError(
+                            "the package is empty (0 bytes); allowed: a gzip-compressed tar (.tar.gz)",
+                            path="",
+                        )
+                    if not data.startswith(b"\x1f\x8b"):
+                        raise ArchiveError(
+                            "the package is not gzip-compressed; allowed: a gzip-compressed tar (.tar.gz)",
+                            path="",
+                        )
+                if not data:
+                    raise ArchiveError(
+                        "the gzip stream is truncated (the package ends early); allowed: a complete .tar.gz "
+                        f"({REBUILD_HINT})",
+                        path="",
+                    )
+            try:
+                out = self._d.decompress(data, size)
+            except zlib.error as exc:
+                raise ArchiveError(
+                    f"the gzip data is corrupt ({exc}); allowed: a valid gzip-compressed tar ({REBUILD_HINT})",
+                    path="",
+                ) from None
+            self._pending = self._d.unconsumed_tail
+            self._maybe_more_output = len(out) == size
+            if out:
+                self.size += len(out)
+                if self.size > self._limit:
+                    raise _too_large(
+                        f"the package decompresses to more than {self._limit} bytes; allowed: at most "
+                        f"{self._limits.max_unpacked_bytes} bytes of files (max_unpacked_bytes) plus tar "
+                        "headers",
+                        path="",
+                        limit="max_unpacked_bytes",
+                        value=self.size,
+                    )
+                return out
+        return b""
+
+    def _finish(self) -> None:
+        self._done = True
+        if self._d.unused_data or self._in.read_chunk():
+            raise ArchiveError("there is data after the end of the gzip stream; allowed: a single gzip stream", path="")
+
+
+def _raw_header_nul(buf: bytes) -> str | None:
+    """The name of a ustar header whose name, prefix or link name field hides bytes after a NUL."""
+    fields = [(0, 100), (157, 257)]
+    ustar = buf[257:263] == b"ustar\x00"
+    if ustar:
+        fields.append((345, 500))
+    for start, end in fields:
+        value = buf[start:end]
+        nul = value.find(0)
+        if nul != -1 and value[nul:].strip(b"\x00"):
+            name = value.rstrip(b"\x00").decode("utf-8", "surrogateescape")
+            if ustar and start == 0 and buf[345:500].strip(b"\x00"):
+                prefix = buf[345:500].rstrip(b"\x00").decode("utf-8", "surrogateescape")
+                name = f"{prefix}/{name}"
+            return _display(name)
+    return None
+
+
+@dataclass
+class _File:
+    size: int
+    sha256: str
+
+
+@dataclass
+class _Scan:
+    """What one pass over an archive found."""
+
+    files: dict[tuple[str, ...], _File] = field(default_factory=dict)
+    dirs: set[tuple[str, ...]] = field(default_factory=set)
+    captured: dict[tuple[str, ...], bytes] = field(default_factory=dict)
+    top: str | None = None
+    manifest: Manifest | None = None
+    manifest_data: bytes = b""
+    readme: tuple[str, ...] | None = None
+    members: int = 0
+    unpacked: int = 0
+    sha256: str = ""
+    size: int = 0
+
+
+class _Extractor:
+    """Writes members below a private directory it created; never follows a link, never overwrites."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._made: set[tuple[str, ...]] = set()
+
+    def mkdir(self, parts: Sequence[str], shown: str) -> Path:
+        path = self.root
+        for i, part in enumerate(parts):
+            path = path / part
+            if tuple(parts[: i + 1]) in self._made:
+                continue
+            self._made.add(tuple(parts[: i + 1]))
+            try:
+                os.mkdir(path, 0o700)
+            except FileExistsError:
+                if not stat.S_ISDIR(os.lstat(path).st_mode):
+                    raise UnsafeArchiveError(
+                        f"`{part}` is already a file; allowed: each path once", path=shown
+                    ) from None
+            else:
+                os.chmod(path, 0o755)  # noqa: S103 - a package's directories are 0755 whatever the umask
+        return path
+
+    def open_file(self, member: tarfile.TarInfo, parts: Sequence[str], shown: str) -> IO[bytes]:
+        # The last line of defence (STYLE 13): the stdlib's data filter must agree with our checks.
+        try:
+            tarfile.data_filter(member, os.fspath(self.root))
+        except tarfile.FilterError as exc:
+            raise UnsafeArchiveError(f"refused by the tar data filter ({exc}); {_ALLOWED_NAMES}", path=shown) from None
+        parent = self.mkdir(parts[:-1], shown)
+        target = parent / parts[-1]
+        if not target.resolve().is_relative_to(self.root):
+            raise UnsafeArchiveError(f"would be written outside the destination; {_ALLOWED_NAMES}", path=shown)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(target, flags, 0o600)
+        except FileExistsError:
+            raise UnsafeArchiveError(
+                "duplicate path: the file appears twice; allowed: each path once", path=shown
+            ) from None
+        os.fchmod(fd, 0o755 if member.mode & 0o111 else 0o644)
+        return os.fdopen(fd, "wb")
+
+
+def _check_type(member: tarfile.TarInfo, shown: str) -> None:
+    if member.type in (tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.DIRTYPE):
+        if member.sparse is not None or any(k.startswith("GNU.sparse") for k in member.pax_headers):
+            raise UnsafeArchiveError(f"is a sparse file; {_ALLOWED_TYPES}", path=shown)
+        return
+    kinds = {
+        tarfile.SYMTYPE: f"a symbolic link (to `{_display(member.linkname)}`)",
+        tarfile.LNKTYPE: f"a hard link (to `{_display(member.linkname)}`)",
+        tarfile.CHRTYPE: "a character device",
+        tarfile.BLKTYPE: "a block device",
+        tarfile.FIFOTYPE: "a FIFO",
+        tarfile.CONTTYPE: "a contiguous file",
+        tarfile.GNUTYPE_SPARSE: "a sparse file",
+    }
+    kind = kinds.get(member.type, f"of tar type {member.type!r}")
+    raise UnsafeArchiveError(f"is {kind}; {_ALLOWED_TYPES}", path=shown)
+
+
+class _Scanner:
+    """One streaming pass: checks every header before its data, counts, hashes, optionally writes."""
+
+    def __init__(
+        self,
+        limits: Limits,
+        *,
+        package: bool,
+        extractor: _Extractor | None = None,
+        readme: tuple[str, ...] | None = None,
+    ) -> None:
+        self.limits = limits
+        self.package = package
+        self.extractor = extractor
+        self.scan = _Scan(readme=readme)
+        self._registry = _PathRegistry()
+        self._last_block: bytes | None = None
+        self._readme_preset = readme is not None
+
+    def run(self, raw: IO[bytes]) -> _Scan:
+        compressed = _CompressedReader(raw, self.limits)
+        gunzip = _GunzipReader(compressed, self.limits)
+        scanner = self
+
+        class CheckedTarInfo(tarfile.TarInfo):
+            @classmethod
+            def frombuf(cls, buf: bytes | bytearray, encoding: str, errors: str) -> CheckedTarInfo:
+                scanner._last_block = bytes(buf)
+                info = super().frombuf(buf, encoding, errors)
+                hidden = _raw_header_nul(bytes(buf))
+                if hidden is not None:
+                    raise UnsafeArchiveError(f"the member name contains a NUL byte; {_ALLOWED_NAMES}", path=hidden)
+                return info
+
+        try:
+            with tarfile.open(  # type: ignore[call-overload]  # stream mode needs only read()
+                fileobj=gunzip,
+                mode="r|",
+                bufsize=CHUNK,
+                tarinfo=CheckedTarInfo,
+                encoding="utf-8",
+                errors="surrogateescape",
+            ) as tar:
+                for member in tar:
+                    self._member(tar, member)
+                self._end(tar)
+        except tarfile.ReadError as exc:
+            message = str(exc)
+            if message == "empty file":
+                raise ArchiveError(
+                    "the package holds no tar members; allowed: a tar with NAME-VERSION/extension.toml "
+                    f"({REBUILD_HINT})",
+                    path="",
+                ) from None
+            raise ArchiveError(
+                f"not a valid tar archive ({message}); allowed: a gzip-compressed POSIX tar ({REBUILD_HINT})",
+                path="",
+            ) from None
+        except tarfile.TarError as exc:
+            raise ArchiveError(
+                f"not a valid tar archive ({exc}); allowed: a gzip-compressed POSIX tar", path=""
+            ) from None
+        self.scan.sha256 = compressed.sha.hexdigest()
+        self.scan.size = compressed.size
+        if self.scan.members == 0:
+            raise ArchiveError(
+                f"the package holds no tar members; allowed: a tar with NAME-VERSION/extension.toml ({REBUILD_HINT})",
+                path="",
+            )
+        return self.scan
+
+    def _end(self, tar: tarfile.TarFile) -> None:
+        """After the last member: a proper end-of-archive block, only zeros after it, and the gzip end."""
+        last = self._last_block
+        if last is None or len(last) != tarfile.BLOCKSIZE or last.count(0) != tarfile.BLOCKSIZE:
+            raise ArchiveError(
+                f"the tar archive is truncated or has a corrupt header at byte {tar.offset}; allowed: a "
+                f"complete tar ending with an end-of-archive block ({REBUILD_HINT})",
+                path="",
+            )
+        stream = tar.fileobj
+        assert stream is not None
+        while chunk := stream.read(CHUNK):
+            if chunk.count(0) != len(chunk):
+                raise ArchiveError(
+                    "there is data after the tar end-of-archive block; allowed: only zero padding", path=""
+                )
+
+    def _member(self, tar: tarfile.TarFile, member: tarfile.TarInfo) -> None:
+        limits, scan = self.limits, self.scan
+        shown = _display(member.name)
+        scan.members += 1
+        if scan.members > limits.max_members:
+            raise _too_large(
+                f"the archive has more than {limits.max_members} members; allowed: at most {limits.max_members}",
+                path=shown,
+                limit="max_members",
+                value=scan.members,
+            )
+        parts = _split_name(member.name, limits)
+        _check_type(member, shown)
+        is_dir = member.isdir()
+        if not parts:
+            if is_dir:  # the archive's own root (`./`)
+                return
+            raise UnsafeArchiveError(f"the member has an empty name; {_ALLOWED_NAMES}", path=shown)
+        if self.package:
+            self._check_top(parts, is_dir, shown)
+        self._registry.add(parts, is_dir=is_dir, shown=shown)
+        if is_dir:
+            scan.dirs.add(parts)
+            if self.extractor is not None:
+                self.extractor.mkdir(parts, shown)
+            return
+        self._file(tar, member, parts, shown)
+
+    def _check_top(self, parts: tuple[str, ...], is_dir: bool, shown: str) -> None:
+        scan = self.scan
+        if scan.top is None and (len(parts) > 1 or is_dir):
+            scan.top = parts[0]
+        if scan.top is None or parts[0] != scan.top or (len(parts) == 1 and not is_dir):
+            where = f"`{_display(scan.top)}/`" if scan.top else "NAME-VERSION/"
+            raise UnsafeArchiveError(
+                f"the member lies outside the top directory {where}; allowed: every member under the single "
+                "top directory NAME-VERSION/",
+                path=shown,
+            )
+
+    def _file(self, tar: tarfile.TarFile, member: tarfile.TarInfo, parts: tuple[str, ...], shown: str) -> None:
+        limits, scan = self.limits, self.scan
+        rel = parts[1:] if self.package else parts
+        is_manifest = rel == (EXTENSION_TOML,) or (not self.package and parts[1:] == (EXTENSION_TOML,))
+        if member.size > limits.max_unpacked_bytes - scan.unpacked:
+            raise self._unpacked_error(shown, scan.unpacked + member.size)
+        cap = 0
+        if is_manifest:
+            if member.size > limits.max_manifest_bytes:
+                raise self._manifest_error(shown, member.size)
+            cap = limits.max_manifest_bytes if self.package else 0
+        elif self.package and rel == (MANIFEST_JSON,):
+            cap = max(1 * MiB, limits.max_members * (limits.max_path_bytes + 256))
+            if member.size > cap:
+                raise _too_large(
+                    f"MANIFEST.json is {member.size} bytes; allowed: at most {cap} bytes",
+                    path=shown,
+                    limit="max_members",
+                    value=member.size,
+                )
+        elif self.package and self._wants_readme(rel):
+            cap = README_MAX_BYTES + 4
+        out = self.extractor.open_file(member, parts, shown) if self.extractor is not None else None
+        sha = hashlib.sha256()
+        size = 0
+        kept = bytearray()
+        try:
+            data = tar.extractfile(member)
+            assert data is not None
+            while chunk := data.read(CHUNK):
+                size += len(chunk)
+                scan.unpacked += len(chunk)
+                if scan.unpacked > limits.max_unpacked_bytes:
+                    raise self._unpacked_error(shown, scan.unpacked)
+                if is_manifest and size > limits.max_manifest_bytes:
+                    raise self._manifest_error(shown, size)
+                sha.update(chunk)
+                if len(kept) < cap:
+                    kept += chunk[: cap - len(kept)]
+                if out is not None:
+                    out.write(chunk)
+        finally:
+            if out is not None:
+                out.close()
+        scan.files[parts] = _File(size, sha.hexdigest())
+        if cap:
+            scan.captured[parts] = bytes(kept)
+        if self.package and is_manifest:
+            self._read_manifest(bytes(kept), shown)
+
+    def _wants_readme(self, rel: tuple[str, ...]) -> bool:
+        if self.scan.readme is not None:
+            return rel == self.scan.readme
+        return self.scan.manifest is None and rel == ("README.md",)  # the default, before extension.toml
+
+    def _read_manifest(self, data: bytes, shown: str) -> None:
+        scan = self.scan
+        manifest = parse_manifest(data, max_bytes=self.limits.max_manifest_bytes)
+        scan.manifest = manifest
+        scan.manifest_data = data
+        if not self._readme_preset:
+            scan.readme = _readme_parts(manifest.readme)
+        expected = _top_for(manifest)
+        if scan.top != expected:
+            raise UnsafeArchiveError(
+                f"the top directory `{_display(scan.top or '')}/` does not match extension.toml "
+                f"({manifest.name} {manifest.version}); allowed: `{expected}/` ({REBUILD_HINT})",
+                path=f"{_display(scan.top or '')}/",
+            )
+
+    def _unpacked_error(self, shown: str, value: int) -> ArchiveTooLargeError:
+        limit = self.limits.max_unpacked_bytes
+        return _too_large(
+            f"the files add up to more than {limit} bytes; allowed: at most {limit} bytes unpacked",
+            path=shown,
+            limit="max_unpacked_bytes",
+            value=value,
+        )
+
+    def _manifest_error(self, shown: str, value: int) -> ArchiveTooLargeError:
+        limit = self.limits.max_manifest_bytes
+        return _too_large(
+            f"extension.toml is {value} bytes; allowed: at most {limit} bytes",
+            path=shown,
+            limit="max_manifest_bytes",
+            value=value,
+        )
+
+
+def _verify_manifest_json(scan: _Scan) -> tuple[FileEntry, ...]:
+    """Check MANIFEST.json against the files that were read; return its entries."""
+    top = scan.top or ""
+    manifest = scan.manifest
+    if manifest is None:
+        raise ArchiveError(
+            f"the package has no `{top}/extension.toml`; allowed: a package with NAME-VERSION/extension.toml "
+            f"({REBUILD_HINT})",
+            path=f"{top}/{EXTENSION_TOML}",
+        )
+    where = f"{top}/{MANIFEST_JSON}"
+    data = scan.captured.get((top, MANIFEST_JSON))
+    if data is None:
+        raise ArchiveError(
+            "the package has no MANIFEST.json; allowed: a package listing its files in "
+            f"NAME-VERSION/MANIFEST.json ({REBUILD_HINT})",
+            path=where,
+        )
+
+    def bad(message: str) -> ArchiveError:
+        return ArchiveError(f"{message}; {REBUILD_HINT}", path=where)
+
+    try:
+        doc: Any = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise bad(f"MANIFEST.json is not valid JSON ({exc}); allowed: the JSON document the builder writes")
+    if not isinstance(doc, dict):
+        raise bad('MANIFEST.json is not a JSON object; allowed: {"format": 1, "name", "version", "files"}')
+    if doc.get("format") != MANIFEST_FORMAT or isinstance(doc.get("format"), bool):
+        raise bad(f"MANIFEST.json has format {doc.get('format')!r}; allowed: {MANIFEST_FORMAT}")
+    if doc.get("name") != str(manifest.name) or doc.get("version") != str(manifest.version):
+        raise bad(
+            f"MANIFEST.json names {doc.get('name')!r} {doc.get('version')!r} but extension.toml says "
+            f"{str(manifest.name)!r} {str(manifest.version)!r}; allowed: the same name and version"
+        )
+    listed_raw = doc.get("files")
+    if not isinstance(listed_raw, list):
+        raise bad("MANIFEST.json has no `files` list; allowed: a list of {path, size, sha256}")
+    listed: dict[str, tuple[int, str]] = {}
+    for i, item in enumerate(listed_raw):
+        ok = (
+            isinstance(item, dict)
+            and isinstance(item.get("path"), str)
+            and isinstance(item.get("size"), int)
+            and not isinstance(item.get("size"), bool)
+            and item["size"] >= 0
+            and isinstance(item.get("sha256"), str)
+            and _SHA256_RE.match(item["sha256"]) is not None
+        )
+        if not ok:
+            raise bad(
+                f'MANIFEST.json files[{i}] is malformed; allowed: {{"path": str, "size": int >= 0, '
+                '"sha256": 64 lower-case hex digits}'
+            )
+        if item["path"] in listed:
+            raise bad(f"MANIFEST.json lists `{item['path']}` twice; allowed: each file once")
+        listed[item["path"]] = (item["size"], item["sha256"])
+    actual = {"/".join(parts[1:]): f for parts, f in scan.files.items() if parts[1:] != (MANIFEST_JSON,)}
+    problems: list[Problem] = []
+    for path in sorted(set(listed) - set(actual), key=lambda p: p.encode("utf-8", "surrogateescape")):
+        problems.append(Problem(f"{top}/{path}", "is listed in MANIFEST.json but is not in the package"))
+    for path in sorted(actual, key=lambda p: p.encode("utf-8", "surrogateescape")):
+        f = actual[path]
+        if path not in listed:
+            problems.append(Problem(f"{top}/{_display(path)}", "is in the package but not listed in MANIFEST.json"))
+            continue
+        size, digest = listed[path]
+        if size != f.size:
+            problems.append(Problem(f"{top}/{path}", f"is {f.size} bytes but MANIFEST.json says {size}"))
+        elif digest != f.sha256:
+            problems.append(Problem(f"{top}/{path}", f"has sha256 {f.sha256} but MANIFEST.json says {digest}"))
+    if problems:
+        first = problems[0]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise ArchiveError(
+            f"{first.message}{more}; allowed: a MANIFEST.json that matches the content exactly; {REBUILD_HINT}",
+            path=first.path,
+            problems=problems,
+        )
+    return tuple(
+        FileEntry(path, *listed[path]) for path in sorted(listed, key=lambda p: p.encode("utf-8", "surrogateescape"))
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Public readers
+
+
+@contextlib.contextmanager
+def _opened(source: Path | BinaryIO) -> Iterator[IO[bytes]]:
+    if isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as f:
+            yield f
+    else:
+        yield source
+
+
+def _package_info(scan: _Scan, files: tuple[FileEntry, ...], readme_text: str | None) -> PackageInfo:
+    assert scan.manifest is not None
+    return PackageInfo(
+        name=str(scan.manifest.name),
+        version=str(scan.manifest.version),
+        sha256=scan.sha256,
+        size=scan.size,
+        unpacked_size=scan.unpacked,
+        files=files,
+        manifest_text=scan.manifest_data.decode("utf-8"),
+        readme_text=readme_text,
+    )
+
+
+def inspect_package(source: Path | BinaryIO, *, limits: Limits = Limits()) -> PackageInfo:
+    """Read a whole package, checking everything `safe_extract` checks, without writing anything.
+
+    ``source`` is a path or a binary file object (read from its current position; not closed). A
+    non-seekable stream is copied to a temporary spool first (within ``max_package_bytes``), because a
+    README that the manifest names and that comes before ``extension.toml`` needs a second pass.
+    """
+    with _opened(source) as f:
+        if not _seekable(f):
+            with tempfile.SpooledTemporaryFile(max_size=8 * MiB) as spool:
+                _copy_limited(f, spool, limits)
+                spool.seek(0)
+                return _inspect(spool, limits)
+        return _inspect(f, limits)
+
+
+def _seekable(f: IO[bytes]) -> bool:
+    try:
+        return f.seekable()
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def _copy_limited(src: IO[bytes], dst: IO[bytes], limits: Limits) -> None:
+    reader = _CompressedReader(src, limits)
+    while chunk := reader.read_chunk():
+        dst.write(chunk)
+
+
+def _inspect(f: IO[bytes], limits: Limits) -> PackageInfo:
+    start = f.tell()
+    scan = _Scanner(limits, package=True).run(f)
+    files = _verify_manifest_json(scan)
+    readme_text: str | None = None
+    if scan.readme is not None and scan.top is not None:
+        key = (scan.top, *scan.readme)
+        if key in scan.files:
+            if key not in scan.captured:
+                # The README came before extension.toml named it: read it in a second pass.
+                f.seek(start)
+                again = _Scanner(limits, package=True, readme=scan.readme).run(f)
+                if again.sha256 != scan.sha256:
+                    raise ArchiveError("the package changed while it was being read; allowed: a stable file", path="")
+                scan.captured[key] = again.captured[key]
+            readme_text = _decode_readme(scan.captured[key])
+    return _package_info(scan, files, readme_text)
+
+
+def _private_dir(dest: Path) -> tuple[Path, Path]:
+    dest = Path(dest)
+    if os.path.lexists(dest):
+        raise FileExistsError(f"{dest}: the destination exists; allowed: a path that does not exist yet")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=".extract-"))
+    return dest, tmp
+
+
+def _remove(tmp: Path) -> None:
+    try:
+        shutil.rmtree(tmp)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        log.exception("could not remove the temporary directory %s", tmp)
+
+
+def safe_extract(source: Path | BinaryIO, dest: Path, *, limits: Limits = Limits()) -> PackageInfo:
+    """Check and extract a package so that ``dest`` holds the contents of ``NAME-VERSION/``.
+
+    ``dest`` must not exist. Members are checked one by one as they stream in and written into a
+    private temporary directory beside ``dest`` (``.extract-*``); when the whole package has been read
+    and MANIFEST.json matches what was written, the top directory is renamed to ``dest``. On any error
+    the temporary directory is removed and nothing is left behind.
+    """
+    dest, tmp = _private_dir(dest)
+    try:
+        root = tmp.resolve()
+        scanner = _Scanner(limits, package=True, extractor=_Extractor(root))
+        with _opened(source) as f:
+            scan = scanner.run(f)
+        files = _verify_manifest_json(scan)
+        assert scan.top is not None
+        readme_text: str | None = None
+        if scan.readme is not None and (scan.top, *scan.readme) in scan.files:
+            readme_text = _decode_readme(_read_head(root.joinpath(scan.top, *scan.readme), README_MAX_BYTES + 4))
+        info = _package_info(scan, files, readme_text)
+        if os.path.lexists(dest):
+            raise FileExistsError(f"{dest}: the destination appeared during extraction; allowed: a new path")
+        os.rename(root / scan.top, dest)
+        return info
+    finally:
+        _remove(tmp)
+
+
+def _read_head(path: Path, limit: int) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        return f.read(limit)
+
+
+def extract_source_archive(source: Path | BinaryIO, dest: Path, *, limits: Limits = Limits()) -> Path:
+    """Check and extract an author's source tarball (for server-side builds) into ``dest``.
+
+    The same safety rules and limits as `safe_extract`, but MANIFEST.json is not needed and the top
+    directory may be anything: when every member lies under one top directory holding
+    ``extension.toml`` that directory is the extension, otherwise ``extension.toml`` must be at the
+    root. Returns the directory holding ``extension.toml`` (``dest`` or ``dest/TOP``). ``dest`` must not
+    exist; on any error nothing is left behind.
+    """
+    dest, tmp = _private_dir(dest)
+    try:
+        root = tmp.resolve()
+        with _opened(source) as f:
+            scan = _Scanner(limits, package=False, extractor=_Extractor(root)).run(f)
+        tops = {parts[0] for parts in [*scan.files, *scan.dirs]}
+        base: tuple[str, ...]
+        if len(tops) == 1 and (next(iter(tops)),) not in scan.files and (*tops, EXTENSION_TOML) in scan.files:
+            base = (next(iter(tops)),)
+        elif (EXTENSION_TOML,) in scan.files:
+            base = ()
+        else:
+            raise ArchiveError(
+                "the source archive has no extension.toml; allowed: extension.toml at the root of the "
+                "archive or in its single top directory",
+                path=EXTENSION_TOML,
+            )
+        os.chmod(root, 0o755)  # noqa: S103 - mkdtemp made it 0700; it becomes dest
+        if os.path.lexists(dest):
+            raise FileExistsError(f"{dest}: the destination appeared during extraction; allowed: a new path")
+        os.rename(root, dest)
+        return dest.joinpath(*base)
+    finally:
+        _remove(tmp)
