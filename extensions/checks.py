@@ -248,7 +248,7 @@ def run_content_checks(root: Path, *, nu: str | None = None, kcl: bool | None = 
     ``nu`` defaults to :func:`find_nu`; ``kcl`` defaults to whether kcl-lib imports. Checks that
     cannot run are reported as skipped, with the reason.
     """
-    root = Path(root)
+    root = Path(root).resolve()
     nu = nu if nu is not None else find_nu()
     kcl = kcl_available() if kcl is None else kcl
     report = CheckReport()
@@ -282,7 +282,7 @@ def run_content_checks(root: Path, *, nu: str | None = None, kcl: bool | None = 
 
 def run_extension_tests(root: Path, *, nu: str | None = None, timeout: float = _TEST_TIMEOUT) -> CheckReport:
     """Run the extension's own ``tests/*.nu`` with Nushell (`nu -n FILE` from the extension root)."""
-    root = Path(root)
+    root = Path(root).resolve()
     nu = nu if nu is not None else find_nu()
     report = CheckReport()
     tests_dir = root / "tests"

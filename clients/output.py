@@ -1,0 +1,86 @@
+"""How the CLI prints: human text and tables on a terminal, or the SPEC envelope with --output json."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.table import Table
+
+from clients.errors import ClientError
+
+
+class Output:
+    """Everything a command prints goes through here, so ``--output json`` is uniform."""
+
+    def __init__(
+        self, mode: str = "table", *, stdout: TextIO | None = None, stderr: TextIO | None = None
+    ) -> None:
+        self.mode = mode
+        self.stdout = stdout or sys.stdout
+        self.stderr = stderr or sys.stderr
+        self.console = Console(file=self.stdout, highlight=False, soft_wrap=True)
+        self.err_console = Console(file=self.stderr, highlight=False, soft_wrap=True)
+        if not self.console.is_terminal:
+            # Piped output: no wrapping or truncation at an imagined 80 columns.
+            self.console = Console(file=self.stdout, highlight=False, soft_wrap=True, width=200)
+
+    @property
+    def json(self) -> bool:
+        return self.mode == "json"
+
+    @property
+    def interactive(self) -> bool:
+        """Whether progress bars and live output make sense (a terminal, not --output json)."""
+        return not self.json and self.err_console.is_terminal
+
+    def success(self, data: Any) -> None:
+        """The successful result: the envelope in JSON mode (human text is printed by the command)."""
+        if self.json:
+            self._write_json({"success": True, "data": data})
+
+    def failure(self, error: ClientError) -> None:
+        if self.json:
+            body: dict[str, Any] = {"code": error.code, "message": error.message, "details": error.details}
+            self._write_json({"success": False, "error": body})
+            return
+        self.err_console.print(f"error: {error.message}", markup=False)
+        for detail in error.details:
+            if not isinstance(detail, dict) or "message" not in detail:
+                continue
+            if detail.get("status") not in (None, "failed"):
+                continue  # check results that passed or were skipped are in the table already
+            where = detail.get("path") or ""
+            prefix = "warning" if detail.get("severity") == "warning" else "-"
+            message = str(detail["message"]).strip().splitlines()[0] if str(detail["message"]).strip() else ""
+            text = f"{where}: {message}" if where else message
+            self.err_console.print(f"  {prefix} {text}", markup=False)
+
+    def line(self, text: str = "", *, err: bool = False) -> None:
+        """Human text; silent in JSON mode."""
+        if self.json:
+            return
+        (self.err_console if err else self.console).print(text, markup=False)
+
+    def warn(self, text: str) -> None:
+        if not self.json:
+            self.err_console.print(f"warning: {text}", markup=False)
+
+    def table(
+        self, columns: Sequence[str], rows: Sequence[Sequence[Any]], *, title: str | None = None
+    ) -> None:
+        if self.json:
+            return
+        table = Table(title=title, show_edge=False, pad_edge=False, box=None, header_style="bold")
+        for column in columns:
+            table.add_column(column)
+        for row in rows:
+            table.add_row(*["" if cell is None else str(cell) for cell in row])
+        self.console.print(table)
+
+    def _write_json(self, payload: dict[str, Any]) -> None:
+        self.stdout.write(json.dumps(payload, indent=2, sort_keys=False, default=str) + "\n")
+        self.stdout.flush()
