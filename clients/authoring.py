@@ -107,9 +107,7 @@ def run_extension_test(path: Path) -> ExtensionTestRun:
             try:
                 built = build_package(root, Path(tmp), limits=Limits())
                 report.results.append(
-                    CheckResult(
-                        "package", built.path.name, "passed", f"{len(built.files)} files, {built.size} bytes"
-                    )
+                    CheckResult("package", built.path.name, "passed", f"{len(built.files)} files, {built.size} bytes")
                 )
             except ExtensionError as exc:
                 report.results.append(CheckResult("package", ".", "failed", str(exc)))

@@ -110,9 +110,7 @@ def _cmd_test(args: argparse.Namespace, out: Output) -> int:
     counts = report.counts()
     summary = f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped"
     if not run.ok:
-        raise ClientError(
-            f"extension test failed: {summary}", code="test_failed", details=report.as_dict()["results"]
-        )
+        raise ClientError(f"extension test failed: {summary}", code="test_failed", details=report.as_dict()["results"])
     manifest = run.validation.manifest
     out.success({"name": manifest.name if manifest else None, **report.as_dict()})
     out.line(f"ok: {summary}")
@@ -140,26 +138,18 @@ def _cmd_build(args: argparse.Namespace, out: Output) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="provisioning", description="Author, publish, install and load provisioning extensions."
-    )
+    parser = _Parser(prog="provisioning", description="Author, publish, install and load provisioning extensions.")
     _global_options(parser, suppress=False)
     groups = parser.add_subparsers(dest="group", metavar="COMMAND", parser_class=_Parser)
 
     extension = groups.add_parser("extension", help="validate, test, build, publish extensions")
     ext = extension.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     p = _leaf(ext, "validate", _cmd_validate, "check extension.toml against the schema and rules, offline")
-    p.add_argument(
-        "path", nargs="?", default=".", metavar="PATH", help="extension source directory (default .)"
-    )
+    p.add_argument("path", nargs="?", default=".", metavar="PATH", help="extension source directory (default .)")
     p = _leaf(ext, "test", _cmd_test, "validate, check every file's content, then run the extension's tests")
-    p.add_argument(
-        "path", nargs="?", default=".", metavar="PATH", help="extension source directory (default .)"
-    )
+    p.add_argument("path", nargs="?", default=".", metavar="PATH", help="extension source directory (default .)")
     p = _leaf(ext, "build", _cmd_build, "build the reproducible package dist/NAME-VERSION.tar.gz")
-    p.add_argument(
-        "path", nargs="?", default=".", metavar="PATH", help="extension source directory (default .)"
-    )
+    p.add_argument("path", nargs="?", default=".", metavar="PATH", help="extension source directory (default .)")
     p.add_argument("-o", "--out", dest="output_dir", default="dist", metavar="DIR", help="output directory")
     return parser
 
@@ -190,9 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler: Handler | None = getattr(args, "handler", None)
         if handler is None:
             where = " ".join(x for x in (getattr(args, "group", None), getattr(args, "command", None)) if x)
-            raise UsageError(
-                f"a command is required (see `provisioning {where + ' ' if where else ''}--help`)"
-            )
+            raise UsageError(f"a command is required (see `provisioning {where + ' ' if where else ''}--help`)")
         return handler(args, out)
     except ClientError as exc:
         out.failure(exc)

@@ -16,9 +16,7 @@ from clients.errors import ClientError
 class Output:
     """Everything a command prints goes through here, so ``--output json`` is uniform."""
 
-    def __init__(
-        self, mode: str = "table", *, stdout: TextIO | None = None, stderr: TextIO | None = None
-    ) -> None:
+    def __init__(self, mode: str = "table", *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> None:
         self.mode = mode
         self.stdout = stdout or sys.stdout
         self.stderr = stderr or sys.stderr
@@ -69,9 +67,7 @@ class Output:
         if not self.json:
             self.err_console.print(f"warning: {text}", markup=False)
 
-    def table(
-        self, columns: Sequence[str], rows: Sequence[Sequence[Any]], *, title: str | None = None
-    ) -> None:
+    def table(self, columns: Sequence[str], rows: Sequence[Sequence[Any]], *, title: str | None = None) -> None:
         if self.json:
             return
         table = Table(title=title, show_edge=False, pad_edge=False, box=None, header_style="bold")

@@ -205,9 +205,7 @@ def _check_nu(path: Path, nu: str) -> str:
     if errors:
         raise _CheckFailed("Nushell parse error: " + "; ".join(dict.fromkeys(errors)))
     if proc.returncode != 0:
-        raise _CheckFailed(
-            f"Nushell could not parse the file: {_clean(proc.stderr.decode('utf-8', 'replace'))}"
-        )
+        raise _CheckFailed(f"Nushell could not parse the file: {_clean(proc.stderr.decode('utf-8', 'replace'))}")
     return ""
 
 
@@ -303,9 +301,7 @@ def run_extension_tests(root: Path, *, nu: str | None = None, timeout: float = _
             )
         except subprocess.TimeoutExpired:
             report.results.append(
-                CheckResult(
-                    "test", rel, "failed", f"timed out after {timeout:.0f} s", time.perf_counter() - start
-                )
+                CheckResult("test", rel, "failed", f"timed out after {timeout:.0f} s", time.perf_counter() - start)
             )
             continue
         elapsed = time.perf_counter() - start
@@ -313,7 +309,5 @@ def run_extension_tests(root: Path, *, nu: str | None = None, timeout: float = _
             report.results.append(CheckResult("test", rel, "passed", "", elapsed))
         else:
             output = _clean(proc.stderr.decode("utf-8", "replace") or proc.stdout.decode("utf-8", "replace"))
-            report.results.append(
-                CheckResult("test", rel, "failed", f"exit {proc.returncode}: {output}", elapsed)
-            )
+            report.results.append(CheckResult("test", rel, "failed", f"exit {proc.returncode}: {output}", elapsed))
     return report

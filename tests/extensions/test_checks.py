@@ -78,9 +78,7 @@ def test_it_reports_kcl_as_skipped_when_kcl_is_not_available(tmp_path: Path) -> 
     assert report.counts()["passed"] == 0  # ... and never counted as passed
 
 
-def test_it_reports_nushell_as_skipped_when_nu_is_missing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_it_reports_nushell_as_skipped_when_nu_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PROVISIONING_NU", str(tmp_path / "no-such-nu"))
     _write(tmp_path, "nulib/a.nu", "export def f [] { 1 }\n")
     _write(tmp_path, "tests/test_a.nu", "exit 1\n")
@@ -94,8 +92,7 @@ def test_it_compiles_a_kcl_package_of_several_files(tmp_path: Path, kcl: None) -
     _write(
         tmp_path,
         "kcl/schema.k",
-        "schema Node:\n    name: str\n    cpus: int = 2\n"
-        '    check:\n        cpus >= 1, "cpus must be at least 1"\n',
+        'schema Node:\n    name: str\n    cpus: int = 2\n    check:\n        cpus >= 1, "cpus must be at least 1"\n',
     )
     _write(tmp_path, "kcl/example.k", 'node = Node { name = "cp-0", cpus = 4 }\n')
     result = _by_path(run_content_checks(tmp_path))[("kcl", "kcl")]
@@ -123,9 +120,7 @@ def test_it_fails_a_kcl_check_block_that_does_not_hold(tmp_path: Path, kcl: None
 
 
 def test_it_parses_nushell_modules(tmp_path: Path, nu: str) -> None:
-    _write(
-        tmp_path, "nulib/ok.nu", 'export def greet [name: string]: nothing -> string { $"hello ($name)" }\n'
-    )
+    _write(tmp_path, "nulib/ok.nu", 'export def greet [name: string]: nothing -> string { $"hello ($name)" }\n')
     _write(tmp_path, "nulib/bad.nu", "export def f [] {\n  let x = \n}\n")
     results = _by_path(run_content_checks(tmp_path, kcl=False))
     assert results[("nushell", "nulib/ok.nu")].status == "passed"
