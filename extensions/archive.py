@@ -31,6 +31,9 @@ package once, never seeking and never holding a whole member in memory:
   headers claim. A gzip bomb stops at the limit with memory bounded by the chunk size;
 - member data is read in 64 KiB chunks and counted against ``max_unpacked_bytes`` (the sum of the
   regular files' sizes, what `PackageInfo.unpacked_size` reports);
+- ``tarfile`` reads a PAX or GNU extended header whole and keeps global PAX records, so an extended
+  header over 64 KiB (`_extended_header_cap`) is refused from its declared size before it is read,
+  and ``tarfile``'s list of members is emptied as we go: memory stays bounded by a few chunks;
 - every header is checked before its data is touched: the name (UTF-8, no NUL, no backslash, not
   absolute, no ``..``, at most ``max_path_bytes`` bytes and ``max_depth`` components, ``.``
   components dropped), the type (regular files and directories only; sparse files are refused), the
@@ -286,24 +289,31 @@ def _select(
     stack: list[tuple[str, str]] = [("", os.fspath(source))]
     while stack:
         rel_dir, abs_dir = stack.pop()
-        with os.scandir(abs_dir) as entries:
-            for entry in entries:
-                rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
-                st = entry.stat(follow_symlinks=False)
-                if stat.S_ISDIR(st.st_mode):
-                    if entry.name in (".git", "__pycache__") or rel == "dist" or rel in skip:
-                        continue
-                    stack.append((rel, entry.path))
+        try:
+            listing = list(os.scandir(abs_dir))
+        except OSError as exc:
+            raise ArchiveError(
+                f"cannot read the directory ({exc.strerror}); allowed: readable directories (or leave it "
+                "out with [build] exclude)",
+                path=_display(rel_dir or "."),
+            ) from None
+        for entry in listing:
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            st = entry.stat(follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode):
+                if entry.name in (".git", "__pycache__") or rel == "dist" or rel in skip:
                     continue
-                if rel not in forced:
-                    if _always_excluded(rel, entry.name) or rel in skip:
-                        continue
-                    if include_spec is not None and not include_spec.match_file(rel):
-                        continue
-                    if exclude_spec is not None and exclude_spec.match_file(rel):
-                        continue
-                _check_source_entry(rel, st)
-                selected.append(rel)
+                stack.append((rel, entry.path))
+                continue
+            if rel not in forced:
+                if _always_excluded(rel, entry.name) or rel in skip:
+                    continue
+                if include_spec is not None and not include_spec.match_file(rel):
+                    continue
+                if exclude_spec is not None and exclude_spec.match_file(rel):
+                    continue
+            _check_source_entry(rel, st)
+            selected.append(rel)
     return sorted(selected, key=lambda p: p.encode("utf-8"))
 
 
@@ -738,6 +748,20 @@ class _GunzipReader:
             raise ArchiveError("there is data after the end of the gzip stream; allowed: a single gzip stream", path="")
 
 
+_EXTENDED_TYPES = (
+    tarfile.XHDTYPE,
+    tarfile.XGLTYPE,
+    tarfile.SOLARIS_XHDTYPE,
+    tarfile.GNUTYPE_LONGNAME,
+    tarfile.GNUTYPE_LONGLINK,
+)
+
+
+def _extended_header_cap(limits: Limits) -> int:
+    """The most bytes a PAX or GNU extended header may hold (all global PAX headers together too)."""
+    return max(64 * KiB, 4 * limits.max_path_bytes)
+
+
 def _raw_header_nul(buf: bytes) -> str | None:
     """The name of a ustar header whose name, prefix or link name field hides bytes after a NUL."""
     fields = [(0, 100), (157, 257)]
@@ -861,6 +885,8 @@ class _Scanner:
         self._registry = _PathRegistry()
         self._last_block: bytes | None = None
         self._readme_preset = readme is not None
+        self._headers = 0
+        self._global_header_bytes = 0
 
     def run(self, raw: IO[bytes]) -> _Scan:
         compressed = _CompressedReader(raw, self.limits)
@@ -875,6 +901,7 @@ class _Scanner:
                 hidden = _raw_header_nul(bytes(buf))
                 if hidden is not None:
                     raise UnsafeArchiveError(f"the member name contains a NUL byte; {_ALLOWED_NAMES}", path=hidden)
+                scanner._header(info)
                 return info
 
         try:
@@ -886,7 +913,8 @@ class _Scanner:
                 encoding="utf-8",
                 errors="surrogateescape",
             ) as tar:
-                for member in tar:
+                while (member := tar.next()) is not None:
+                    tar.members.clear()  # tarfile keeps every TarInfo; we need only the current one
                     self._member(tar, member)
                 self._end(tar)
         except tarfile.ReadError as exc:
@@ -913,6 +941,33 @@ class _Scanner:
                 path="",
             )
         return self.scan
+
+    def _header(self, info: tarfile.TarInfo) -> None:
+        """Bound what tarfile itself reads into memory: it reads a PAX or GNU extended header whole, and
+        keeps global PAX records for the rest of the archive."""
+        limits = self.limits
+        self._headers += 1
+        if self._headers > 3 * limits.max_members + 16:
+            raise _too_large(
+                f"the archive has more than {3 * limits.max_members + 16} tar headers; allowed: at most "
+                f"{limits.max_members} members, each with at most two extended headers",
+                path=_display(info.name),
+                limit="max_members",
+                value=self._headers,
+            )
+        if info.type not in _EXTENDED_TYPES:
+            return
+        cap = _extended_header_cap(limits)
+        if info.type == tarfile.XGLTYPE:
+            self._global_header_bytes += info.size
+        if info.size > cap or self._global_header_bytes > cap:
+            raise _too_large(
+                f"a PAX or GNU extended header of {info.size} bytes; allowed: at most {cap} bytes (they only "
+                "need to hold a path)",
+                path=_display(info.name),
+                limit="max_path_bytes",
+                value=info.size,
+            )
 
     def _end(self, tar: tarfile.TarFile) -> None:
         """After the last member: a proper end-of-archive block, only zeros after it, and the gzip end."""

@@ -487,6 +487,16 @@ def gzip_bomb_hidden() -> Hostile:
 
 
 @functools.cache
+def huge_pax_header() -> Hostile:
+    """A PAX extended header claiming 1 GiB (of zeros): tarfile reads such a header whole, so it must
+    be refused from its size before tarfile reads it."""
+    header = raw_header(b"././@PaxHeader", size=GiB, type_=tarfile.XHDTYPE)
+    prefix = tar_bytes(package_entries(), end=False) + header
+    data = gzip_repeated(prefix, bytes(MiB), 1024, b"\x00" * 10240)
+    return _case("huge_pax_header", data, TOO_LARGE, "././@PaxHeader")
+
+
+@functools.cache
 def oversize_compressed() -> Hostile:
     """52 MiB of stored (incompressible-looking) gzip blocks: over the 50 MiB compressed limit."""
     name = f"{TOP}/big.bin"
@@ -589,6 +599,7 @@ ALL_HOSTILE: list[Callable[[], Hostile]] = [
     too_deep,
     gzip_bomb_declared,
     gzip_bomb_hidden,
+    huge_pax_header,
     oversize_compressed,
     not_gzip,
     empty_file,
