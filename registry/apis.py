@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -37,6 +38,7 @@ MAX_QUERY_CHARS = 200
 SOURCE = "registry"
 PACKAGE_MEDIA_TYPE = "application/gzip"
 SCHEMA_MEDIA_TYPE = "application/schema+json"
+_KEYWORD_RE = re.compile(r"[a-z0-9-]{1,32}")  # as in extension.toml
 
 
 # --- helpers --------------------------------------------------------------------------------------
@@ -406,15 +408,16 @@ class ExtensionListApi(ApiView):
     def get(self, request: Request) -> Response:
         params = request.query_params
         q = params.get("q", "")
-        if len(q) > MAX_QUERY_CHARS:
-            raise _bad_param("q", f"use at most {MAX_QUERY_CHARS} characters", q)
+        if len(q) > MAX_QUERY_CHARS or not q.isprintable():
+            # (PostgreSQL refuses NUL in text: that must be a 400, never a 500.)
+            raise _bad_param("q", f"use at most {MAX_QUERY_CHARS} printable characters", q)
         kind = params.get("type") or None
         if kind is not None:
             kind = selectors.SINGULAR.get(kind, kind)
             if kind not in selectors.TYPES:
                 raise _bad_param("type", f"use one of {', '.join(selectors.TYPES)}", params["type"])
         keyword = (params.get("keyword") or "").strip().lower() or None
-        if keyword is not None and not (len(keyword) <= 32 and all(c.isalnum() or c == "-" for c in keyword)):
+        if keyword is not None and not _KEYWORD_RE.fullmatch(keyword):
             raise _bad_param("keyword", "use lower-case letters, digits and hyphens, at most 32 characters", keyword)
         limit, offset = _paging(request)
         page = selectors.extension_search(q=q, type=kind, keyword=keyword, limit=limit, offset=offset)

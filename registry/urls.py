@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 from django.urls import path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
 
 from builds import apis as build_apis
 from builds import metrics as build_metrics
@@ -40,7 +40,7 @@ urlpatterns = [
     path(f"{api}extensions/<str:type>/<str:name>", apis.ProvidedLookupApi.as_view(), name="extension-lookup"),
     path(f"{api}schema/extension.json", apis.ManifestSchemaApi.as_view(), name="manifest-schema"),
     path("metrics", metrics.metrics_view(extra=[build_metrics.BuildCollector()]), name="metrics"),
-    path(f"{api}openapi.json", SpectacularAPIView.as_view(), name="openapi"),
+    path(f"{api}openapi.json", SpectacularJSONAPIView.as_view(), name="openapi"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="openapi"), name="api-docs"),
     path("admin/", admin.site.urls),
 ]

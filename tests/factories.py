@@ -21,7 +21,9 @@ runs during the request and the response carries its final status, as in product
 registered inside a transaction of the code runs when the request is over. With
 ``transactional_db`` the hooks are real and the context manager changes nothing.
 
-Fixtures (opt in with ``pytest_plugins = ["tests.factories"]`` or import them by name):
+Fixtures (opt in with ``pytest_plugins = ["tests.factories"]`` in the test module; import this
+module's names at run time only inside tests, or under ``if TYPE_CHECKING:`` at the top, so that
+pytest can still rewrite its asserts when it loads it as a plugin):
 
     user  -> a user "alice";  token -> a token of "alice" with every scope
     publisher -> a `Publisher` bound to the test's client, token and tmp_path:
