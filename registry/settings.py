@@ -204,5 +204,8 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO").upper()},
-    "loggers": {"django.server": {"level": "WARNING"}},
+    "loggers": {
+        "django.server": {"level": "WARNING"},
+        "celery.app.trace": {"level": "WARNING"},
+    },
 }
