@@ -1,0 +1,99 @@
+"""Settings come from the environment through typed helpers; bad values stop start-up with one
+clear line, and a secret key is generated on first start and kept with mode 0600."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from registry import env
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def manage(tmp_path: Path, *args: str, **environ: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("REGISTRY_", "DJANGO_", "DATABASE_URL"))}
+    clean.update({"REGISTRY_DATA_DIR": str(tmp_path / "data"), "DJANGO_SETTINGS_MODULE": "registry.settings"})
+    clean.update(environ)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=clean, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_a_nonsense_database_url_stops_start_up_with_one_clear_line(tmp_path: Path) -> None:
+    proc = manage(tmp_path, "check", DATABASE_URL="nonsense")
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert "DATABASE_URL='nonsense' is not a database URL" in lines[0]
+    assert "postgres://" in lines[0] and "sqlite:///" in lines[0]
+
+
+def test_a_database_url_error_never_shows_the_password(tmp_path: Path) -> None:
+    proc = manage(tmp_path, "check", DATABASE_URL="mysql://bob:hunter2@db/registry")
+    assert proc.returncode == 2
+    assert "hunter2" not in proc.stderr
+    assert "***" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "needle"),
+    [
+        ("REGISTRY_MAX_PACKAGE_BYTES", "fifty", "is not a size"),
+        ("REGISTRY_MAX_MEMBERS", "many", "is not a whole number"),
+        ("REGISTRY_MAX_MEMBERS", "0", "must be at least 1"),
+        ("REGISTRY_RATE_PUBLISH", "lots", "is not a rate"),
+        ("REGISTRY_STORAGE", "ftp", "use one of files, s3"),
+        ("DJANGO_DEBUG", "maybe", "is not a boolean"),
+    ],
+)
+def test_bad_values_stop_start_up(tmp_path: Path, name: str, value: str, needle: str) -> None:
+    proc = manage(tmp_path, "check", **{name: value})
+    assert proc.returncode == 2
+    assert name in proc.stderr and needle in proc.stderr
+
+
+def test_a_secret_key_is_generated_once_and_kept_private(tmp_path: Path) -> None:
+    assert manage(tmp_path, "check").returncode == 0
+    key_file = tmp_path / "data" / "secret_key"
+    first = key_file.read_text()
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    assert len(first.strip()) >= 50
+    assert manage(tmp_path, "check").returncode == 0
+    assert key_file.read_text() == first
+
+
+def test_a_configured_secret_key_is_used_and_nothing_is_written(tmp_path: Path) -> None:
+    assert manage(tmp_path, "check", DJANGO_SECRET_KEY="x" * 40).returncode == 0
+    assert not (tmp_path / "data" / "secret_key").exists()
+
+
+def test_a_short_configured_secret_key_is_refused(tmp_path: Path) -> None:
+    proc = manage(tmp_path, "check", DJANGO_SECRET_KEY="short")
+    assert proc.returncode == 2
+    assert "too short" in proc.stderr
+
+
+def test_size_helper_reads_units(monkeypatch: pytest.MonkeyPatch) -> None:
+    for raw, expected in [("52428800", 52428800), ("50MiB", 50 * 1024**2), ("64KiB", 65536), ("1GB", 10**9)]:
+        monkeypatch.setenv("X_SIZE", raw)
+        assert env.env_size("X_SIZE", 1) == expected
+    monkeypatch.setenv("X_SIZE", "0")
+    with pytest.raises(ImproperlyConfigured, match="greater than zero"):
+        env.env_size("X_SIZE", 1)
+
+
+def test_postgres_urls_are_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("X_DB", "postgres://reg:pw@db.internal:5433/registry")
+    config = env.database_from_url("X_DB", "sqlite:///x")
+    assert config["ENGINE"] == "django.db.backends.postgresql"
+    assert (config["HOST"], config["PORT"], config["NAME"]) == ("db.internal", 5433, "registry")
+    monkeypatch.setenv("X_DB", "postgres://reg:pw@db.internal:5433/")
+    with pytest.raises(ImproperlyConfigured, match="names no database"):
+        env.database_from_url("X_DB", "sqlite:///x")
