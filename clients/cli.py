@@ -1,5 +1,9 @@
 """The `provisioning` command. It parses arguments and calls the library; nothing else.
 
+Commands live in `clients/commands/*.py`; each module's ``register(cli)`` adds its subcommands
+with `Commands.leaf`. A handler receives the parsed arguments and a `Context` (configuration,
+output) and returns the exit status.
+
 Exit status: 0 on success, 1 on failure, 2 on usage errors. Errors are one clear line on stderr,
 or the SPEC error envelope with ``--output json``.
 """
@@ -7,19 +11,54 @@ or the SPEC error envelope with ``--output json``.
 from __future__ import annotations
 
 import argparse
+import importlib
 import itertools
-import os
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from clients import authoring
+from clients.config import Config, load_config
 from clients.errors import ClientError, UsageError
 from clients.output import Output
 from extensions.errors import ExtensionError
 
-Handler = Callable[[argparse.Namespace, Output], int]
+# Modules under clients/commands/ that register subcommands, in help order.
+COMMAND_MODULES = ("authoring",)
+
+GROUPS = {
+    "extension": "validate, test, build, publish, yank, search, inspect and sync extensions",
+    "module": "discover, load, list and reload extensions in the runtime",
+    "taskserv": "install taskservs (and their dependencies) into an infrastructure directory",
+    "cluster": "install clusters (and their dependencies) into an infrastructure directory",
+    "providers": "list, install and validate providers",
+    "registry": "log in to and out of a registry",
+    "runtime": "serve the runtime's loaded-extension API on loopback",
+}
+
+
+@dataclass
+class Context:
+    """What a handler gets besides its arguments."""
+
+    args: argparse.Namespace
+    out: Output
+    _config: Config | None = field(default=None, repr=False)
+
+    @property
+    def config(self) -> Config:
+        """The effective configuration (options, environment, stored credentials), read on first use."""
+        if self._config is None:
+            self._config = load_config(
+                registry=getattr(self.args, "registry", None),
+                token=getattr(self.args, "token", None),
+                home=getattr(self.args, "home", None),
+                output=self.out.mode,
+            )
+        return self._config
+
+
+Handler = Callable[[argparse.Namespace, Context], int]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -61,109 +100,38 @@ def _global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
     )
 
 
-def _leaf(subparsers: Any, name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
-    parser: argparse.ArgumentParser = subparsers.add_parser(name, help=help_text, description=help_text)
-    _global_options(parser, suppress=True)
-    parser.set_defaults(handler=handler)
-    return parser
+class Commands:
+    """The parser under construction; command modules add their subcommands through it."""
 
-
-# --- extension validate | test | build ------------------------------------------------------------
-
-
-def _cmd_validate(args: argparse.Namespace, out: Output) -> int:
-    result = authoring.validate_extension(Path(args.path))
-    details = [p.as_dict() for p in result.problems]
-    if not result.ok or result.manifest is None:
-        count = len(result.errors)
-        raise ClientError(
-            f"{result.path / 'extension.toml'}: {count} error{'s' if count != 1 else ''}",
-            code="invalid_manifest",
-            details=details,
+    def __init__(self) -> None:
+        self.parser = _Parser(
+            prog="provisioning", description="Author, publish, install and load provisioning extensions."
         )
-    manifest = result.manifest
-    out.success({"valid": True, "manifest": manifest.to_dict(), "warnings": details})
-    for warning in result.warnings:
-        out.warn(str(warning))
-    out.line(f"ok: {manifest.name} {manifest.version} ({manifest.type}) is valid")
-    return 0
+        _global_options(self.parser, suppress=False)
+        self._groups_action = self.parser.add_subparsers(dest="group", metavar="COMMAND", parser_class=_Parser)
+        self._groups: dict[str, Any] = {}
 
+    def group(self, name: str) -> Any:
+        """The subparsers action of a command group (``extension``, ``module``, ...)."""
+        if name not in self._groups:
+            parser = self._groups_action.add_parser(name, help=GROUPS.get(name, ""), description=GROUPS.get(name))
+            self._groups[name] = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+        return self._groups[name]
 
-def _cmd_test(args: argparse.Namespace, out: Output) -> int:
-    run = authoring.run_extension_test(Path(args.path))
-    report = run.report
-    for warning in run.validation.warnings:
-        out.warn(str(warning))
-    out.table(
-        ["check", "path", "status", "time", "message"],
-        [
-            (
-                r.check,
-                r.path,
-                r.status,
-                f"{r.seconds * 1000:.0f} ms",
-                r.message.splitlines()[0] if r.message else "",
-            )
-            for r in report.results
-        ],
-    )
-    counts = report.counts()
-    summary = f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped"
-    if not run.ok:
-        raise ClientError(f"extension test failed: {summary}", code="test_failed", details=report.as_dict()["results"])
-    manifest = run.validation.manifest
-    out.success({"name": manifest.name if manifest else None, **report.as_dict()})
-    out.line(f"ok: {summary}")
-    return 0
-
-
-def _cmd_build(args: argparse.Namespace, out: Output) -> int:
-    built = authoring.build_extension(Path(args.path), Path(args.output_dir))
-    out.success(
-        {
-            "name": built.name,
-            "version": built.version,
-            "path": str(built.path),
-            "sha256": built.sha256,
-            "size": built.size,
-            "files": len(built.files),
-        }
-    )
-    out.line(f"{built.path}")
-    out.line(f"sha256:{built.sha256}  ({built.size} bytes, {len(built.files)} files)")
-    return 0
-
-
-# --- the parser ---------------------------------------------------------------------------------
+    def leaf(self, group: str, name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = self.group(group).add_parser(name, help=help_text, description=help_text)
+        _global_options(parser, suppress=True)
+        parser.set_defaults(handler=handler)
+        return parser
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="provisioning", description="Author, publish, install and load provisioning extensions.")
-    _global_options(parser, suppress=False)
-    groups = parser.add_subparsers(dest="group", metavar="COMMAND", parser_class=_Parser)
-
-    extension = groups.add_parser("extension", help="validate, test, build, publish extensions")
-    ext = extension.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    p = _leaf(ext, "validate", _cmd_validate, "check extension.toml against the schema and rules, offline")
-    p.add_argument("path", nargs="?", default=".", metavar="PATH", help="extension source directory (default .)")
-    p = _leaf(ext, "test", _cmd_test, "validate, check every file's content, then run the extension's tests")
-    p.add_argument("path", nargs="?", default=".", metavar="PATH", help="extension source directory (default .)")
-    p = _leaf(ext, "build", _cmd_build, "build the reproducible package dist/NAME-VERSION.tar.gz")
-    p.add_argument("path", nargs="?", default=".", metavar="PATH", help="extension source directory (default .)")
-    p.add_argument("-o", "--out", dest="output_dir", default="dist", metavar="DIR", help="output directory")
-    return parser
-
-
-def _resolve_globals(args: argparse.Namespace) -> None:
-    """Fill the global options from the environment where the command line left them out."""
-    if getattr(args, "registry", None) is None:
-        args.registry = os.environ.get("PROVISIONING_REGISTRY") or None
-    if getattr(args, "token", None) is None:
-        args.token = os.environ.get("PROVISIONING_TOKEN") or None
-    if getattr(args, "home", None) is None:
-        args.home = os.environ.get("PROVISIONING_HOME") or None
-    if getattr(args, "output", None) is None:
-        args.output = "table"
+    commands = Commands()
+    for group in GROUPS:
+        commands.group(group)
+    for module in COMMAND_MODULES:
+        importlib.import_module(f"clients.commands.{module}").register(commands)
+    return commands.parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -172,16 +140,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         a == "--output" and b == "json" for a, b in itertools.pairwise(argv)
     )
     out = Output("json" if wants_json else "table")
-    parser = build_parser()
     try:
+        parser = build_parser()
         args = parser.parse_args(argv)
-        _resolve_globals(args)
-        out = Output(args.output)
+        out = Output(getattr(args, "output", None) or "table")
         handler: Handler | None = getattr(args, "handler", None)
         if handler is None:
             where = " ".join(x for x in (getattr(args, "group", None), getattr(args, "command", None)) if x)
             raise UsageError(f"a command is required (see `provisioning {where + ' ' if where else ''}--help`)")
-        return handler(args, out)
+        return handler(args, Context(args=args, out=out))
     except ClientError as exc:
         out.failure(exc)
         return exc.exit_code

@@ -1,0 +1,1 @@
+"""Subcommands of `provisioning`, one module per area; each exposes ``register(cli)``."""

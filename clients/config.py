@@ -1,0 +1,81 @@
+"""Where the client talks to and keeps its state: the registry URL, the token, and the home
+directory (``PROVISIONING_HOME``: the local store, cached index documents, runtime state and
+stored credentials). Command-line options win over the environment, which wins over what
+`provisioning registry login` stored."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
+import tomli_w
+
+from clients.errors import ClientError
+
+DEFAULT_REGISTRY = "http://127.0.0.1:8000"
+_CREDENTIALS = "credentials.toml"
+
+
+def default_home() -> Path:
+    return Path(platformdirs.user_data_dir("provisioning", appauthor=False))
+
+
+@dataclass(frozen=True)
+class Config:
+    registry: str
+    token: str | None
+    home: Path
+    output: str = "table"
+
+    @property
+    def credentials_path(self) -> Path:
+        return self.home / _CREDENTIALS
+
+
+def _stored_credentials(home: Path) -> dict[str, str]:
+    path = home / _CREDENTIALS
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ClientError(f"cannot read stored credentials {path}: {exc}; remove it or run `registry login`") from None
+    return {k: v for k, v in data.items() if isinstance(v, str)}
+
+
+def load_config(
+    *, registry: str | None = None, token: str | None = None, home: str | Path | None = None, output: str = "table"
+) -> Config:
+    """The effective configuration: options, then environment, then stored credentials."""
+    home_path = Path(home or os.environ.get("PROVISIONING_HOME") or default_home()).expanduser()
+    stored = _stored_credentials(home_path)
+    url = registry or os.environ.get("PROVISIONING_REGISTRY") or stored.get("registry") or DEFAULT_REGISTRY
+    if not url.startswith(("http://", "https://")):
+        raise ClientError(f"registry URL {url!r} must start with http:// or https://", code="usage")
+    the_token = token or os.environ.get("PROVISIONING_TOKEN") or None
+    if the_token is None and stored.get("registry", "").rstrip("/") == url.rstrip("/"):
+        the_token = stored.get("token")
+    return Config(registry=url.rstrip("/"), token=the_token, home=home_path, output=output)
+
+
+def store_credentials(config: Config, *, registry: str, token: str) -> Path:
+    """Keep the token for this registry (mode 0600) under the home directory."""
+    config.home.mkdir(parents=True, exist_ok=True)
+    path = config.credentials_path
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        tomli_w.dump({"registry": registry.rstrip("/"), "token": token}, handle)
+    os.replace(tmp, path)
+    return path
+
+
+def forget_credentials(config: Config) -> bool:
+    try:
+        config.credentials_path.unlink()
+    except FileNotFoundError:
+        return False
+    return True
