@@ -165,7 +165,7 @@ def extension_detail(extension: Extension, base: str) -> dict[str, Any]:
     versions = selectors.sort_versions(extension.versions.all())
     for version in versions:
         version.extension = extension  # already loaded; saves a query per download_url
-    display = extension.latest_version or (versions[0] if versions else None)
+    display = selectors.display_version(extension)
     manifest: dict[str, Any] = display.manifest if display is not None else {}
     data = extension_item(extension, display, base)
     data.update(
