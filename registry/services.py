@@ -459,10 +459,13 @@ def token_create(
     *, actor: Actor, name: str, scopes: list[str] | None, expires_in_days: int | None
 ) -> tuple[ApiToken, str]:
     """A new token for the actor's user; returns the row and the secret (shown once). A token can
-    only create tokens with scopes it has itself (no escalation)."""
+    only create tokens with scopes it has itself (no escalation); without scopes asked, the new
+    token gets every scope (or, created with a token, that token's scopes)."""
     if not actor.is_authenticated or actor.user is None:
         raise Unauthenticated("creating a token needs a token, a session, or a username and password")
-    wanted = list(DEFAULT_SCOPES) if scopes is None else list(scopes)
+    if scopes is None:
+        scopes = list(actor.token.scopes) if actor.token is not None else list(DEFAULT_SCOPES)
+    wanted = list(scopes)
     problems = [p for p in (scope_problem(s) for s in wanted) if p]
     if problems:
         raise BadRequest(problems[0], details=[{"path": "scopes", "message": p} for p in problems])
