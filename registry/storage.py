@@ -125,7 +125,13 @@ def list_keys(prefix: str) -> Iterator[tuple[str, datetime | None]]:
     storage = _storage()
 
     def walk(directory: str) -> Iterator[tuple[str, datetime | None]]:
-        dirs, files = _call("listdir", storage.listdir, directory)
+        try:
+            dirs, files = storage.listdir(directory)
+        except FileNotFoundError:
+            return  # nothing was ever stored under it (files backend), or it was removed meanwhile
+        except _ERRORS as exc:
+            log.warning("storage listdir failed: %s", exc.__class__.__name__)
+            raise StorageUnavailable() from exc
         for name in files:
             key = f"{directory}/{name}"
             try:
@@ -136,7 +142,4 @@ def list_keys(prefix: str) -> Iterator[tuple[str, datetime | None]]:
         for sub in dirs:
             yield from walk(f"{directory}/{sub}")
 
-    try:
-        yield from walk(prefix)
-    except FileNotFoundError:
-        return
+    yield from walk(prefix)
