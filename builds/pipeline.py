@@ -4,10 +4,11 @@ anything else is ours and fails it with a generic message (see builds.services.b
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import tempfile
-import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
@@ -25,7 +26,7 @@ from extensions.archive import (
     safe_extract,
 )
 from extensions.checks import run_content_checks
-from extensions.errors import ArchiveError
+from extensions.errors import ArchiveError, ManifestError
 from extensions.manifest import Manifest, parse_manifest
 from extensions.names import RESERVED_NAMES
 from registry import services as catalog
@@ -61,14 +62,14 @@ def run(*, build: Build, attempt: int, actor: Actor, steps: StepLog) -> None:
             storage.download_to(build.upload_key, target)
             note["message"] = f"{upload.stat().st_size} bytes"
         package = _build_from_source(upload, workdir, steps) if build.kind == Build.Kind.SOURCE else upload
-        with steps.step("inspect") as note:
+        with steps.step("inspect") as note, _reserved_name_taken():
             info = inspect_package(package, limits=limits())
             note["message"] = (
                 f"{info.name} {info.version}: {len(info.files)} files, {info.unpacked_size} bytes unpacked"
             )
         Build.objects.filter(pk=build.pk).update(name=info.name, version_text=info.version)
         build.name, build.version_text = info.name, info.version
-        with steps.step("validate") as note:
+        with steps.step("validate") as note, _reserved_name_taken():
             manifest = _validate(info, actor)
             note["message"] = f"{manifest.name} {manifest.version} ({manifest.type})" + (
                 f"; {len(manifest.warnings)} warning(s): " + "; ".join(str(w) for w in manifest.warnings)
@@ -99,20 +100,33 @@ def _build_from_source(upload: Path, workdir: Path, steps: StepLog) -> Path:
     with steps.step("extract source") as note:
         source = extract_source_archive(upload, workdir / "source", limits=limits())
         note["message"] = f"extension source at {source.relative_to(workdir / 'source') or '.'}"
-    with steps.step("build package") as note:
+    with steps.step("build package") as note, _reserved_name_taken():
         built = build_package(source, workdir / "dist", limits=limits())
         note["message"] = f"{built.path.name}: {len(built.files)} files, sha256:{built.sha256}"
     return built.path
 
 
-def _validate(info: PackageInfo, actor: Actor) -> Manifest:
-    # A reserved name is a name clash (name_taken), not a malformed manifest.
+@contextlib.contextmanager
+def _reserved_name_taken() -> Iterator[None]:
+    """A reserved extension name is a name clash (name_taken, SPEC 3.1), not a malformed manifest,
+    wherever extension.toml is parsed (inspecting a package, building one from source)."""
     try:
-        raw_name = tomllib.loads(info.manifest_text).get("extension", {}).get("name")
-    except tomllib.TOMLDecodeError:
-        raw_name = None
-    if isinstance(raw_name, str) and raw_name in RESERVED_NAMES:
-        raise NameTaken(f"{raw_name!r} is a reserved name and cannot be used for an extension")
+        yield
+    except ManifestError as exc:
+        for problem in exc.errors:
+            if problem.path != "extension.name":
+                continue
+            for name in RESERVED_NAMES:
+                if problem.message.startswith(f"{name!r} is reserved"):
+                    raise NameTaken(
+                        f"{name!r} is a reserved name and cannot be used for an extension; "
+                        f"the reserved names are {', '.join(sorted(RESERVED_NAMES))}",
+                        details=[{"path": problem.path, "name": name}],
+                    ) from None
+        raise
+
+
+def _validate(info: PackageInfo, actor: Actor) -> Manifest:
     manifest = parse_manifest(info.manifest_text, max_bytes=settings.REGISTRY_MAX_MANIFEST_BYTES)
     if manifest.name != info.name or str(manifest.version) != info.version:
         raise ArchiveError(
