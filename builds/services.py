@@ -267,6 +267,7 @@ def build_reap_stale() -> dict[str, int]:
     now = timezone.now()
     stale = now - timedelta(seconds=settings.REGISTRY_BUILD_STALE_SECONDS)
     requeued = failed = 0
+    sent: set[object] = set()
     running = Build.objects.filter(status=Build.Status.RUNNING).filter(
         Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True, started_at__lt=stale)
     )
@@ -284,8 +285,10 @@ def build_reap_stale() -> dict[str, int]:
             status=Build.Status.QUEUED
         ):
             requeued += 1
+            sent.add(build.pk)
             run_build.delay(str(build.pk))
-    lost = Build.objects.filter(status=Build.Status.QUEUED, created_at__lt=stale)
+    # Queued builds whose message was lost (not the ones just re-queued above: one message each).
+    lost = Build.objects.filter(status=Build.Status.QUEUED, created_at__lt=stale).exclude(pk__in=sent)
     for build in lost:
         run_build.delay(str(build.pk))
         requeued += 1
