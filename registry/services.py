@@ -521,8 +521,10 @@ def token_revoke(*, actor: Actor, token_id: int) -> ApiToken:
     return token
 
 
+@transaction.atomic
 def user_create_token_for(*, username: str, scopes: list[str], create_user: bool, name: str, days: int | None) -> str:
-    """For `manage.py createtoken`: a token for USERNAME (creating the user if asked)."""
+    """For `manage.py createtoken`: a token for USERNAME (creating the user if asked). One
+    transaction: a refused token (a bad scope or expiry) leaves no new user behind."""
     users = get_user_model()
     user = users.objects.filter(username=username).first()
     if user is None:
