@@ -18,8 +18,11 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from builds import services
 from builds.models import Build
+from builds.pipeline import limits
+from extensions.archive import inspect_package
 from extensions.errors import ExtensionError
 from extensions.manifest import Manifest, load_manifest
+from extensions.versions import Version as SemVer
 from registry.errors import RegistryError
 from registry.models import Version
 from registry.tokens import Actor
@@ -83,6 +86,20 @@ def _order(manifests: dict[Path, Manifest]) -> list[Path]:
     return ordered
 
 
+def _published(name: str, version: SemVer) -> bool:
+    return Version.objects.filter(extension__name=name, canonical=str(version.without_build())).exists()
+
+
+def _package_published(path: Path) -> bool:
+    """Whether the built package's NAME VERSION is published (a package that cannot be read is not:
+    the pipeline says why)."""
+    try:
+        info = inspect_package(path, limits=limits())
+        return _published(info.name, SemVer.parse(info.version))
+    except ExtensionError:
+        return False
+
+
 class Command(BaseCommand):
     help = (
         "Publish extension sources (directories with extension.toml; directories holding such directories are "
@@ -127,12 +144,7 @@ class Command(BaseCommand):
         for source in _order(sources):
             manifest = sources[source]
             label = f"{manifest.name} {manifest.version}"
-            if (
-                options["skip_existing"]
-                and Version.objects.filter(
-                    extension__name=manifest.name, canonical=str(manifest.version.without_build())
-                ).exists()
-            ):
+            if options["skip_existing"] and _published(manifest.name, manifest.version):
                 self.stdout.write(f"skip     {label} (already published)")
                 continue
             with tempfile.TemporaryDirectory(prefix="publish-") as tmp:
@@ -141,6 +153,9 @@ class Command(BaseCommand):
                     _source_tarball(source, handle)
                 failures += not self._submit(actor, Build.Kind.SOURCE, tarball, label, options["timeout"])
         for package in packages:
+            if options["skip_existing"] and _package_published(package):
+                self.stdout.write(f"skip     {package.name} (already published)")
+                continue
             failures += not self._submit(actor, Build.Kind.PACKAGE, package, package.name, options["timeout"])
         if failures:
             raise CommandError(f"{failures} publish(es) failed")
