@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -837,3 +838,79 @@ def test_the_upload_step_records_what_was_received(client: Client, token: str) -
     assert build["log"][0]["message"] == f"received {len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()}"
     assert build["filename"] == "demo-1.0.0.tar.gz"
     assert build["upload"] == {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+# --- storage failures and asynchronous builds -------------------------------------------------------
+
+
+def test_storage_down_when_the_upload_arrives_is_503_and_publishes_nothing(
+    client: Client, token: str, tmp_path: Path, private_storage: Path
+) -> None:
+    from tests.factories import package
+
+    shutil.rmtree(private_storage)
+    private_storage.write_text("not a directory: every write fails\n")
+    error = error_of(post_file(client, token, package(tmp_path, "etcd", "3.5.9")), 503, "storage_unavailable")
+
+    assert "nothing was published, try again later" in error["message"]
+    build = Build.objects.get()
+    assert (build.status, build.error_code) == (Build.Status.FAILED, "storage_unavailable")
+    assert not Version.objects.exists() and not Extension.objects.exists()
+    assert AuditEvent.objects.get(action=AuditEvent.Action.PUBLISH_FAILED).details["code"] == "storage_unavailable"
+
+
+def test_storage_failing_at_the_store_step_fails_the_build_and_publishes_nothing(
+    client: Client, token: str, tmp_path: Path, private_storage: Path
+) -> None:
+    from tests.factories import package
+
+    (private_storage / storage.PACKAGES_PREFIX).write_text("not a directory: packages cannot be stored\n")
+    error = error_of(post_file(client, token, package(tmp_path, "etcd", "3.5.9")), 503, "storage_unavailable")
+
+    build = build_of(error)
+    assert (build.log[-1]["step"], build.log[-1]["status"]) == ("store", "failed")
+    assert build.error_code == "storage_unavailable"
+    assert not Version.objects.exists() and not Extension.objects.exists()
+    assert keys(storage.UPLOADS_PREFIX) == set()
+
+
+def test_with_a_worker_the_answer_is_the_queued_build_and_it_can_be_followed(
+    client: Client, token: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from builds import services as build_services
+    from builds import tasks
+    from tests.factories import package
+
+    sent: list[str] = []
+    monkeypatch.setattr(tasks.run_build, "delay", lambda build_id: sent.append(build_id))  # a broker
+    response = post_file(client, token, package(tmp_path, "etcd", "3.5.9"))
+
+    assert response.status_code == 202
+    queued = response.json()["data"]
+    assert (queued["status"], queued["attempts"], queued["result"]) == ("queued", 0, None)
+    assert [e["step"] for e in queued["log"]] == ["upload"]
+    assert sent == [queued["id"]]
+    assert response["Location"] == queued["url"]
+    assert keys(storage.UPLOADS_PREFIX) == {storage.upload_key(queued["id"])}
+
+    build_services.build_run(sent[0])  # the worker picks the message up
+
+    done = client.get(response["Location"]).json()["data"]
+    assert (done["status"], done["attempts"]) == ("succeeded", 1)
+    assert [e["step"] for e in done["log"]] == STEPS
+    assert client.get(done["result"]["url"]).status_code == 200
+    assert keys(storage.UPLOADS_PREFIX) == set()
+
+
+@pytest.mark.parametrize(
+    ("length", "status", "code"),
+    [("abc", 400, "bad_request"), ("-1", 400, "bad_request"), ("99999999999999999999", 413, "archive_too_large")],
+)
+def test_a_malformed_content_length_is_refused_cleanly(
+    client: Client, token: str, tmp_path: Path, length: str, status: int, code: str
+) -> None:
+    from tests.factories import package
+
+    response = post_file(client, token, package(tmp_path, "etcd", "3.5.9"), CONTENT_LENGTH=length)
+    error_of(response, status, code)
+    assert not Build.objects.exists()
