@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 import tarfile
 import tempfile
 import time
@@ -19,7 +18,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from builds import services
 from builds.models import Build
 from builds.pipeline import limits
-from extensions.archive import inspect_package
+from extensions.archive import inspect_package, select_files
 from extensions.errors import ExtensionError
 from extensions.manifest import Manifest, load_manifest
 from extensions.versions import Version as SemVer
@@ -48,16 +47,14 @@ def _open_upload(path: Path) -> _Upload:
     return upload
 
 
-def _source_tarball(source: Path, target: IO[bytes]) -> None:
-    """A tar.gz of the source directory (the server applies [build] include/exclude)."""
+def _source_tarball(source: Path, manifest: Manifest, target: IO[bytes]) -> None:
+    """A tar.gz of the files the builder packages (`select_files` with the [build] rules, which the
+    server applies again): the same selection as `provisioning extension build`, so both build the
+    same bytes. A file the builder refuses (a symlink...) raises its ExtensionError here."""
+    files = select_files(source, include=manifest.build_include, exclude=manifest.build_exclude, readme=manifest.readme)
     with tarfile.open(fileobj=target, mode="w:gz") as tar:
-        for dirpath, dirnames, filenames in os.walk(source):
-            dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
-            for filename in sorted(filenames):
-                path = Path(dirpath) / filename
-                if path.is_symlink() or not path.is_file():
-                    continue
-                tar.add(path, arcname=path.relative_to(source).as_posix(), recursive=False)
+        for rel in files:
+            tar.add(source / rel, arcname=rel, recursive=False)
 
 
 def _order(manifests: dict[Path, Manifest]) -> list[Path]:
@@ -149,8 +146,13 @@ class Command(BaseCommand):
                 continue
             with tempfile.TemporaryDirectory(prefix="publish-") as tmp:
                 tarball = Path(tmp) / f"{manifest.name}-{manifest.version}-source.tar.gz"
-                with tarball.open("wb") as handle:
-                    _source_tarball(source, handle)
+                try:
+                    with tarball.open("wb") as handle:
+                        _source_tarball(source, manifest, handle)
+                except ExtensionError as exc:
+                    self.stderr.write(f"failed   {label}: {exc.code}: {exc}")
+                    failures += 1
+                    continue
                 failures += not self._submit(actor, Build.Kind.SOURCE, tarball, label, options["timeout"])
         for package in packages:
             if options["skip_existing"] and _package_published(package):
