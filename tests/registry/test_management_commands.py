@@ -313,3 +313,45 @@ def test_publish_ignores_build_output_directories(db: None, copied_examples: Pat
     result = run("publish", str(copied_examples))
     assert result.error is None, result.err
     assert sorted(result.published) == ["containerd 1.7.13", "etcd 3.5.9"]
+
+
+def test_publish_builds_the_same_bytes_as_a_local_build(db: None, tmp_path: Path) -> None:
+    """Files the builder packages (a nested dist/, node_modules/ or .venv/ directory) reach the server
+    too, so `manage.py publish` and `provisioning extension build` give the same package."""
+    from tests.factories import write_extension
+
+    source = write_extension(
+        tmp_path,
+        "etcd",
+        "3.5.9",
+        extra_files={
+            "kcl/dist/extra.k": 'extra = "x"\n',
+            "docs/node_modules/notes.txt": "vendored notes\n",
+            "templates/.venv/readme.txt": "not a virtualenv\n",
+            "tests/test_etcd.nu": "use std/assert\nassert equal 1 1\n",
+        },
+    )
+    local = build_package(source, tmp_path / "local")
+
+    result = run("publish", str(source))
+
+    assert result.error is None, result.err
+    assert Version.objects.get().sha256 == local.sha256
+    assert "kcl/dist/extra.k" in [f.path for f in local.files]
+
+
+def test_publish_refuses_a_symlink_in_the_source_like_a_local_build(db: None, tmp_path: Path) -> None:
+    from tests.factories import write_extension
+
+    root = tmp_path / "sources"
+    write_extension(root, "good", "1.0.0")
+    source = write_extension(root, "linked", "1.0.0")
+    (source / "templates" / "passwd.j2").symlink_to("/etc/passwd")
+
+    result = run("publish", str(root))
+
+    assert str(result.error) == "1 publish(es) failed"
+    assert result.published == ["good 1.0.0"]
+    [line] = result.err.splitlines()
+    assert line.startswith("failed   linked 1.0.0: unsafe_archive: templates/passwd.j2: is a symbolic link")
+    assert not Extension.objects.filter(name="linked").exists()
