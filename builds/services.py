@@ -83,13 +83,16 @@ def build_claim(build_id: str) -> int | None:
         )
         attempt = build.attempts + 1
         if attempt > MAX_ATTEMPTS:
-            _finish_failed(
-                build,
-                attempt=None,
-                code="internal_error",
-                message=f"the build was interrupted {MAX_ATTEMPTS} times (its worker stopped); build {build_id}",
-                details=[],
-            )
+            # Only a build that could be claimed (its last worker stopped) has run out of attempts;
+            # a duplicate message for a live last attempt leaves it alone.
+            if Build.objects.filter(claimable, pk=build_id, attempts=build.attempts).exists():
+                _finish_failed(
+                    build,
+                    attempt=build.attempts,
+                    code="internal_error",
+                    message=f"the build was interrupted {MAX_ATTEMPTS} times (its worker stopped); build {build_id}",
+                    details=[],
+                )
             return None
         claimed = Build.objects.filter(claimable, pk=build_id, attempts=build.attempts).update(
             status=Build.Status.RUNNING, attempts=attempt, started_at=now, heartbeat_at=now
