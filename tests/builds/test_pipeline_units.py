@@ -138,6 +138,22 @@ def test_a_build_interrupted_too_often_is_failed_instead_of_claimed(queued: Buil
     assert keys(storage.UPLOADS_PREFIX) == set()
 
 
+def test_a_duplicate_message_does_not_fail_a_live_last_attempt(queued: Build) -> None:
+    """The last allowed attempt is running and beating: a duplicate message (a redelivery, the
+    reaper) must leave it alone, not fail it as interrupted too often."""
+    now = timezone.now()
+    Build.objects.filter(pk=queued.pk).update(
+        status=Build.Status.RUNNING, attempts=services.MAX_ATTEMPTS, started_at=now, heartbeat_at=now
+    )
+
+    assert services.build_claim(str(queued.pk)) is None
+    services.build_run(str(queued.pk))
+
+    queued.refresh_from_db()
+    assert (queued.status, queued.attempts, queued.error_code) == (Build.Status.RUNNING, services.MAX_ATTEMPTS, "")
+    assert not AuditEvent.objects.filter(action=AuditEvent.Action.PUBLISH_FAILED).exists()
+
+
 def test_a_worker_whose_build_was_taken_over_cannot_commit(
     queued: Build, user: AbstractBaseUser, settings: Any
 ) -> None:
