@@ -41,6 +41,7 @@ from registry.models import (
     Provide,
     Version,
 )
+from registry.selectors import check_name
 from registry.tokens import DEFAULT_SCOPES, Actor, generate_token, scope_problem, token_digest
 
 log = logging.getLogger(__name__)
@@ -221,7 +222,8 @@ def version_create(
     if not storage.exists(storage_key):
         if reupload is None:
             raise RuntimeError(f"package object {storage_key} is missing")
-        storage.put_package(package.sha256, reupload(), package.size)
+        with reupload() as fileobj:
+            storage.put_package(package.sha256, fileobj, package.size)
     _require_publish_rights(actor, name)
     extension = Extension.objects.select_for_update().filter(name=name).first()
     created = False
@@ -334,6 +336,7 @@ def extension_refresh(extension: Extension) -> None:
 
 
 def _version_for_write(name: str, version: str) -> Version:
+    check_name(name)  # never a malformed name (NUL...) in a query: PostgreSQL refuses some
     row = (
         Version.objects.select_for_update()
         .select_related("extension")
@@ -416,6 +419,7 @@ def version_record_download(*, version: Version) -> None:
 
 
 def _extension_for_write(name: str) -> Extension:
+    check_name(name)
     extension = Extension.objects.select_for_update().filter(name=name).first()
     if extension is None:
         raise NotFound(f"no extension named {name!r}")
