@@ -387,3 +387,24 @@ def test_package_discard_removes_an_object_nothing_references(db: None) -> None:
 
     assert catalog.package_discard(sha256=sha256, key=storage.package_key(sha256)) is True
     assert keys(storage.PACKAGES_PREFIX) == set()
+
+
+def test_a_package_removed_between_store_and_commit_is_stored_again(
+    queued: Build, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A concurrent failed publish of the same bytes removed the object after this build stored it:
+    the commit stores it again, so no version is ever committed without its package."""
+    original = catalog.version_create
+
+    def version_create(**kwargs: Any) -> Version:
+        storage.delete(kwargs["storage_key"])  # the other publish's package_discard got there first
+        return original(**kwargs)
+
+    monkeypatch.setattr(catalog, "version_create", version_create)
+    services.build_run(str(queued.pk))
+
+    queued.refresh_from_db()
+    assert queued.status == Build.Status.SUCCEEDED
+    version = Version.objects.get()
+    with storage.open_file(version.storage_key) as handle:
+        assert hashlib.sha256(handle.read()).hexdigest() == version.sha256
