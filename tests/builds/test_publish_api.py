@@ -533,8 +533,10 @@ def test_it_refuses_an_unauthenticated_publish(client: Client, db: None, tmp_pat
     from tests.factories import package
 
     extra = {"HTTP_AUTHORIZATION": header} if header is not None else {}
-    error = error_of(post_file(client, None, package(tmp_path, "etcd", "3.5.9"), **extra), 401, "unauthenticated")
+    response = post_file(client, None, package(tmp_path, "etcd", "3.5.9"), **extra)
+    error = error_of(response, 401, "unauthenticated")
     assert "Bearer pvr_" in error["message"]
+    assert response["WWW-Authenticate"] == 'Bearer realm="registry"'
     assert not Build.objects.exists()
     assert keys(storage.UPLOADS_PREFIX) == set()
     if header is not None:
