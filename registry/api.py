@@ -7,6 +7,8 @@ from typing import Any
 
 from django.conf import settings
 from rest_framework.authentication import SessionAuthentication
+from rest_framework.exceptions import ParseError
+from rest_framework.parsers import JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import SimpleRateThrottle
@@ -27,6 +29,17 @@ def actor_for(request: Request) -> Actor:
     user = request.user if request.user is not None and request.user.is_authenticated else None
     token = request.auth if isinstance(request.auth, ApiToken) else None
     return Actor(user=user, token=token, address=client_address(request))
+
+
+class SafeJSONParser(JSONParser):
+    """DRF's JSON parser, but a document nested too deeply for the decoder (``[[[[...]]]]``) is a
+    400 like any other malformed body, not a RecursionError and a 500."""
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        try:
+            return super().parse(stream, media_type, parser_context)
+        except RecursionError:
+            raise ParseError("JSON parse error - the document is nested too deeply") from None
 
 
 class PublishThrottle(SimpleRateThrottle):
@@ -62,6 +75,7 @@ class ApiView(APIView):
     """Base class of the JSON API views: bearer tokens (and the web session, with CSRF)."""
 
     authentication_classes = [BearerTokenAuthentication, SessionAuthentication]
+    parser_classes = [SafeJSONParser, MultiPartParser]
     throttle_classes = [WriteThrottle]
 
     def actor(self) -> Actor:

@@ -15,6 +15,7 @@ from registry.api import ApiView, ok
 from registry.authentication import BasicPasswordAuthentication
 from registry.errors import BadRequest, NotFound, Unauthenticated
 from registry.models import ApiToken, Extension, Version
+from registry.selectors import check_name
 
 
 def _valid(serializer_class: type[serializers.Serializer], data: Any) -> dict[str, Any]:
@@ -88,7 +89,7 @@ class OwnersApi(ApiView):
 
     @extend_schema(operation_id="owners_list", responses={200: OpenApiResponse(description="owners")}, tags=["owners"])
     def get(self, request: Request, name: str) -> Response:
-        extension = Extension.objects.filter(name=name).first()
+        extension = Extension.objects.filter(name=check_name(name)).first()
         if extension is None:
             raise NotFound(f"no extension named {name!r}")
         return ok(_owners_data(extension))

@@ -84,8 +84,8 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         if not header:
             return None
         parts = header.split()
-        if parts[0].lower() != self.keyword:
-            return None  # another scheme (Basic) is for another authenticator
+        if not parts or parts[0].lower() != self.keyword:
+            return None  # blank, or another scheme (Basic) that is for another authenticator
         wait = AuthFailureThrottle().blocked_for(request)
         if wait is not None:
             raise exceptions.Throttled(wait=wait, detail="too many failed authentications from this address")
