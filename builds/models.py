@@ -34,7 +34,7 @@ class Build(models.Model):
     upload_sha256 = models.CharField(max_length=64, blank=True)
     upload_size = models.BigIntegerField(default=0)
     name = models.CharField(max_length=64, blank=True)  # known once the package is inspected
-    version_text = models.CharField(max_length=128, blank=True)
+    version_text = models.CharField(max_length=256, blank=True)
     version = models.ForeignKey(
         "registry.Version", null=True, blank=True, on_delete=models.SET_NULL, related_name="builds"
     )

@@ -69,18 +69,21 @@ class Version(models.Model):
     extension = models.ForeignKey(Extension, on_delete=models.PROTECT, related_name="versions")
     # As published (may carry +build metadata); `canonical` drops build metadata, because
     # precedence ignores it: 1.0.0+a and 1.0.0+b are the same version, published once.
-    version = models.CharField(max_length=128)
-    canonical = models.CharField(max_length=128)
+    # 256: the longest version extension.toml allows (extensions.versions.MAX_VERSION_LENGTH).
+    version = models.CharField(max_length=256)
+    canonical = models.CharField(max_length=256)
     major = models.PositiveIntegerField()
     minor = models.PositiveIntegerField()
     patch = models.PositiveIntegerField()
-    prerelease = models.CharField(max_length=128, blank=True)
+    prerelease = models.CharField(max_length=256, blank=True)
     type = models.CharField(max_length=16, choices=ExtensionType.choices)
     description = models.CharField(max_length=512, blank=True)
     manifest = models.JSONField()  # extensions.manifest.Manifest.to_dict()
     manifest_text = models.TextField()  # extension.toml as published
     readme_html = models.TextField(blank=True)  # sanitized at build time
-    provisioning_version = models.CharField(max_length=256, blank=True)  # constraint on the runtime
+    # A constraint on the runtime, normalised: text, because normalising expands it (``1`` is
+    # ``>=1.0.0, <2.0.0-0``), so a constraint of 1024 characters can become several thousand.
+    provisioning_version = models.TextField(blank=True)
     sha256 = models.CharField(max_length=64, db_index=True)
     size = models.BigIntegerField()
     storage_key = models.CharField(max_length=256)
@@ -112,7 +115,7 @@ class Dependency(models.Model):
 
     version = models.ForeignKey(Version, on_delete=models.CASCADE, related_name="dependencies")
     extension = models.ForeignKey(Extension, on_delete=models.PROTECT, related_name="dependents")
-    constraint = models.CharField(max_length=256)
+    constraint = models.TextField()  # normalised (see Version.provisioning_version)
 
     class Meta:
         constraints: ClassVar[list[Any]] = [
@@ -209,7 +212,7 @@ class AuditEvent(models.Model):
     token_prefix = models.CharField(max_length=16, blank=True)
     address = models.GenericIPAddressField(null=True, blank=True)
     extension = models.CharField(max_length=64, blank=True, db_index=True)
-    version = models.CharField(max_length=128, blank=True)
+    version = models.CharField(max_length=256, blank=True)
     details = models.JSONField(default=dict)
     at = models.DateTimeField(auto_now_add=True, db_index=True)
 

@@ -8,7 +8,7 @@ references, when the commit failed)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import IO, Any
 
@@ -27,6 +27,7 @@ from registry.errors import (
     Forbidden,
     NameTaken,
     NotFound,
+    RegistryError,
     Unauthenticated,
     UnknownDependency,
     VersionExists,
@@ -170,12 +171,60 @@ def _check_dependencies(manifest: Manifest) -> None:
         raise UnknownDependency(f"unknown dependency: {first}{more}", details=problems)
 
 
+# Version numbers are stored in integer columns (PositiveIntegerField: safe up to this everywhere).
+MAX_VERSION_NUMBER = 2**31 - 1
+# Where the fields of Manifest.to_dict() come from in extension.toml (the others: [extension]).
+_TOML_PATHS = {
+    "provisioning_version": "compatibility.provisioning_version",
+    "compatibility": "compatibility",
+    "provides": "provides",
+    "dependencies": "dependencies.extensions",
+    "system_packages": "dependencies.system_packages",
+    "required_env": "configuration.required_env",
+    "optional_env": "configuration.optional_env",
+    "build_include": "build.include",
+    "build_exclude": "build.exclude",
+}
+
+
+def _nul_paths(value: Any, path: str) -> Iterator[str]:
+    if isinstance(value, str):
+        if "\x00" in value:
+            yield path
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _nul_paths(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _nul_paths(item, f"{path}[{index}]")
+
+
+def _check_storable(manifest: Manifest) -> None:
+    """What extension.toml allows but the database cannot store (PostgreSQL refuses it with an
+    error; SQLite would store it): version numbers beyond an integer column, NUL characters."""
+    version = manifest.version
+    for label, number in (("major", version.major), ("minor", version.minor), ("patch", version.patch)):
+        if number > MAX_VERSION_NUMBER:
+            message = (
+                f"extension.version: the {label} version number {number} is too large; "
+                f"allowed: version numbers up to {MAX_VERSION_NUMBER}"
+            )
+            raise RegistryError(
+                message, code="invalid_manifest", details=[{"path": "extension.version", "message": message}]
+            )
+    for key, value in manifest.to_dict().items():
+        for path in _nul_paths(value, _TOML_PATHS.get(key, f"extension.{key}")):
+            message = f"{path} contains a NUL character (\\u0000); allowed: text without NUL characters"
+            raise RegistryError(message, code="invalid_manifest", details=[{"path": path, "message": message}])
+
+
 def publish_check(*, actor: Actor, manifest: Manifest) -> None:
     """Every check that can run before the package is stored: rights, ownership, names, that the
     version was never published, and that dependencies exist. `version_create` repeats the ones a
     concurrent publish could change, under locks."""
     name = manifest.name
     _require_publish_rights(actor, name)
+    _check_storable(manifest)
     extension = Extension.objects.filter(name=name).first()
     if extension is None:
         _check_name_available(actor, name)
