@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from builds.models import Build
 from registry import storage
-from registry.errors import RegistryError, StorageUnavailable
+from registry.errors import RegistryError, StorageUnavailable, Unauthenticated
 from registry.models import ApiToken, AuditEvent
 from registry.services import audit
 from registry.tokens import Actor
@@ -194,7 +194,7 @@ def _finish_failed(build: Build, *, attempt: int | None, code: str, message: str
         )
         audit(
             action=AuditEvent.Action.PUBLISH_FAILED,
-            actor=_actor(build),
+            actor=_actor(build, check=False),
             extension=build.name,
             version=build.version_text,
             details={"build": str(build.pk), "code": code},
@@ -213,8 +213,20 @@ def _discard_upload(build: Build) -> None:
         log.warning("build %s: could not remove the staged upload; the sweeper will", build.pk)
 
 
-def _actor(build: Build) -> Actor:
+def _actor(build: Build, *, check: bool = True) -> Actor:
+    """The publisher, as of now: with ``check``, a token revoked or expired while the build waited
+    no longer counts."""
     token = ApiToken.objects.filter(pk=build.token_id).first() if build.token_id else None
+    if (
+        check
+        and build.token_id
+        and (
+            token is None
+            or token.revoked_at is not None
+            or (token.expires_at is not None and token.expires_at <= timezone.now())
+        )
+    ):
+        raise Unauthenticated("the token this publish was sent with was revoked or expired before the build ran")
     return Actor(user=build.submitted_by, token=token, address=build.address)
 
 

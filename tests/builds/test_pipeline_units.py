@@ -408,3 +408,32 @@ def test_a_package_removed_between_store_and_commit_is_stored_again(
     version = Version.objects.get()
     with storage.open_file(version.storage_key) as handle:
         assert hashlib.sha256(handle.read()).hexdigest() == version.sha256
+
+
+def test_a_token_revoked_while_the_build_waited_fails_it_unauthenticated(
+    user: AbstractBaseUser, tmp_path: Path
+) -> None:
+    from registry.models import ApiToken
+    from tests.factories import make_token, package
+
+    make_token(user)
+    token = ApiToken.objects.get(user=user)
+    path = package(tmp_path, "late-token", "1.0.0")
+    data = path.read_bytes()
+    upload = SimpleUploadedFile(path.name, data, content_type="application/gzip")
+    upload.sha256 = hashlib.sha256(data).hexdigest()  # type: ignore[attr-defined]
+    with mock.patch.object(tasks.run_build, "delay"):
+        build = services.build_submit(
+            actor=Actor(user=user, token=token, address="127.0.0.1"),
+            kind=Build.Kind.PACKAGE,
+            upload=upload,
+            filename=path.name,
+        )
+    ApiToken.objects.filter(pk=token.pk).update(revoked_at=timezone.now())
+    services.build_run(str(build.pk))
+    build.refresh_from_db()
+    assert build.status == Build.Status.FAILED
+    assert build.error_code == "unauthenticated"
+    assert "revoked or expired" in build.error_message
+    assert not Version.objects.filter(extension__name="late-token").exists()
+    assert keys(storage.PACKAGES_PREFIX) == set()
