@@ -573,7 +573,9 @@ def build_package(
     members += [(f"{top}/{rel}".encode(), f"{top}/{rel}", rel) for rel in [*rels, MANIFEST_JSON]]
     members.sort()
     final = out_dir / f"{top}.tar.gz"
-    fd, tmp_name = tempfile.mkstemp(dir=out_dir, prefix=f".{top}.", suffix=".tar.gz.tmp")
+    # The top directory can be 240 bytes long: a temporary name built on all of it would pass the
+    # file system's 255-byte limit on a name (OSError) where the final NAME-VERSION.tar.gz does not.
+    fd, tmp_name = tempfile.mkstemp(dir=out_dir, prefix=f".{top[:64]}.", suffix=".tar.gz.tmp")
     try:
         with os.fdopen(fd, "wb") as raw:
             writer = _HashingWriter(raw)
