@@ -36,15 +36,21 @@ $(TOOLS)/bin/nu:
 
 tools: $(TOOLS)/bin/nu
 
-# Debian packages for the real services the tests start themselves (PostgreSQL, Redis).
+# Debian packages for the real services the tests start themselves (PostgreSQL, Redis), installed
+# with apt-get as root (or through password-less sudo).
 services:
 	@missing=""; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
 	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt=""; elif sudo -n true 2>/dev/null; then apt="sudo -n"; \
+	  else echo "error: cannot install$$missing: run make as root (or with password-less sudo)"; exit 1; fi; \
+	  command -v apt-get >/dev/null || { echo "error: cannot install$$missing: apt-get not found"; exit 1; }; \
 	  echo "installing$$missing"; \
-	  (apt-get install -y -q $$missing >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q $$missing >/dev/null)) \
-	    || { echo "error: could not install$$missing (needs root and Debian's packages)"; exit 1; }; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  ($$apt apt-get install -y -q $$missing >/dev/null 2>&1 \
+	    || ($$apt apt-get update -q >/dev/null && $$apt apt-get install -y -q $$missing >/dev/null)) \
+	    || { echo "error: could not install$$missing with apt-get"; exit 1; }; \
 	fi
 
 migrate: install
@@ -62,8 +68,19 @@ lint: install-dev
 	$(VENV)/bin/ruff format --check extensions clients registry builds
 	$(VENV)/bin/mypy extensions clients registry builds
 
+# The whole suite twice: on SQLite, then on a private PostgreSQL server (`--postgres`, see
+# tests/services.py). Both runs always run; the summary of each is repeated at the end.
 test: install-dev tools services lint
-	$(PY) -m pytest -n $${PYTEST_WORKERS:-auto} --dist loadgroup $(PYTEST_ARGS)
+	@set -o pipefail; status=0; log=$$(mktemp -d); color=$$([ -t 1 ] && echo yes || echo no); \
+	echo "== the test suite on SQLite"; \
+	$(PY) -m pytest -n $${PYTEST_WORKERS:-auto} --dist loadgroup --color=$$color $(PYTEST_ARGS) \
+	  | tee $$log/sqlite || status=1; \
+	echo "== the test suite on PostgreSQL"; \
+	$(PY) -m pytest -n $${PYTEST_WORKERS:-auto} --dist loadgroup --color=$$color --postgres $(PYTEST_ARGS) \
+	  | tee $$log/postgres || status=1; \
+	echo "== SQLite:     $$(tail -n 1 $$log/sqlite | tr -d '=' | sed 's/^ *//')"; \
+	echo "== PostgreSQL: $$(tail -n 1 $$log/postgres | tr -d '=' | sed 's/^ *//')"; \
+	rm -rf $$log; exit $$status
 
 bench: install-dev tools services
 	$(PY) -m bench $(BENCH_ARGS)

@@ -9,6 +9,8 @@ import pytest
 
 from extensions.checks import find_nu, kcl_available
 
+pytest_plugins = ["tests.services"]
+
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
 
