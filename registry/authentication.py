@@ -3,6 +3,7 @@ written to the audit log."""
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 from datetime import timedelta
 from typing import Any
@@ -21,15 +22,34 @@ log = logging.getLogger(__name__)
 _LAST_USE_RESOLUTION = timedelta(seconds=60)
 
 
+def _ip_address(text: str | None) -> str | None:
+    """An IP address, or None. Proxies may write ``1.2.3.4:5678`` or ``[2001:db8::1]:443``; anything
+    that is not an address would be refused by PostgreSQL's inet columns (a 500), so it is None."""
+    if not text:
+        return None
+    text = text.strip()
+    if text.startswith("["):
+        text = text[1:].split("]", 1)[0]
+    elif text.count(":") == 1:
+        text = text.split(":", 1)[0]
+    text = text.split("%", 1)[0]  # an IPv6 zone (fe80::1%eth0) means nothing here
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return None
+    return text
+
+
 def client_address(request: Request) -> str | None:
-    """The client's address (REMOTE_ADDR, or X-Forwarded-For behind REGISTRY_NUM_PROXIES proxies)."""
+    """The client's address (REMOTE_ADDR, or X-Forwarded-For behind REGISTRY_NUM_PROXIES proxies),
+    or None when that is not an IP address."""
     xff = request.META.get("HTTP_X_FORWARDED_FOR")
     proxies = settings.REST_FRAMEWORK.get("NUM_PROXIES") or 0
     if xff and proxies:
         hops = [h.strip() for h in xff.split(",") if h.strip()]
         if hops:
-            return hops[-min(proxies, len(hops))]
-    return request.META.get("REMOTE_ADDR")
+            return _ip_address(hops[-min(proxies, len(hops))])
+    return _ip_address(request.META.get("REMOTE_ADDR"))
 
 
 class AuthFailureThrottle(SimpleRateThrottle):

@@ -716,6 +716,41 @@ def test_a_random_path_never_gets_a_500(env: Env, parts: list[str], slash: bool,
         assert response["Content-Type"] == "application/gzip", (path, response["Content-Type"])
 
 
+# --- (e) random client addresses -----------------------------------------------------------------
+
+addresses = st.one_of(
+    st.ip_addresses().map(str),
+    st.ip_addresses(v=4).map(lambda ip: f"{ip}:{443}"),
+    st.ip_addresses(v=6).map(lambda ip: f"[{ip}]:8443"),
+    st.sampled_from(["unknown", "", "1.2.3.4:x", "fe80::1%eth0", "[::1", "::ffff:1.2.3.4", "999.1.1.1"]),
+    header_text,
+)
+
+
+@FUZZ
+@given(
+    proxies=st.integers(0, 3),
+    hops=st.lists(addresses, max_size=4),
+    remote=addresses,
+    valid=st.booleans(),
+)
+@example(proxies=1, hops=["garbage"], remote="10.0.0.1", valid=True)
+@example(proxies=1, hops=["1.2.3.4:5678"], remote="10.0.0.1", valid=False)
+@example(proxies=0, hops=[], remote="not an address", valid=False)
+def test_any_client_address_never_gets_a_500(
+    env: Env, settings: Any, proxies: int, hops: list[str], remote: str, valid: bool
+) -> None:
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": proxies}
+    ApiToken.objects.filter(pk=env.token_id).update(last_used_at=None)  # record this use
+    token = env.token if valid else "pvr_" + "A" * 43
+    extra = {"REMOTE_ADDR": remote, "HTTP_AUTHORIZATION": f"Bearer {token}"}
+    if hops:
+        extra["HTTP_X_FORWARDED_FOR"] = ", ".join(hops)
+    response = env.client.get("/api/v1/tokens/", **extra)
+    assert_not_5xx(response)
+    assert response.status_code == (200 if valid else 401)
+
+
 # --- the cases the fuzzing found, kept as plain tests --------------------------------------------
 
 
@@ -845,3 +880,32 @@ def test_a_source_build_of_the_longest_version_is_published(env: Env) -> None:
         response = env.client.post("/api/v1/builds/", {"source": upload}, HTTP_AUTHORIZATION=f"Bearer {env.token}")
     assert response.status_code == 202, response.content
     assert response.json()["data"]["version"] == version
+
+
+@pytest.mark.parametrize(
+    ("forwarded", "recorded"),
+    [
+        ("203.0.113.5:40112", "203.0.113.5"),
+        ("[2001:db8::5]:443", "2001:db8::5"),
+        ("2001:db8::5", "2001:db8::5"),
+        ("fe80::5%eth0", "fe80::5"),
+        ("garbage", None),
+        ("", "10.0.0.1"),  # no hop: the proxy's own view, REMOTE_ADDR
+    ],
+)
+def test_the_address_a_proxy_forwards_is_recorded_only_when_it_is_an_address(
+    env: Env, settings: Any, forwarded: str, recorded: str | None
+) -> None:
+    from registry.models import AuditEvent
+
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 1}
+    ApiToken.objects.filter(pk=env.token_id).update(last_used_at=None)
+    extra = {"REMOTE_ADDR": "10.0.0.1", "HTTP_X_FORWARDED_FOR": forwarded}
+    response = env.client.get("/api/v1/tokens/", HTTP_AUTHORIZATION=f"Bearer {env.token}", **extra)
+    assert response.status_code == 200
+    assert ApiToken.objects.get(pk=env.token_id).last_used_ip == recorded
+    response = env.client.get("/api/v1/tokens/", HTTP_AUTHORIZATION="Bearer pvr_" + "B" * 43, **extra)
+    assert response.status_code == 401
+    event = AuditEvent.objects.filter(action="auth_failure").order_by("-id").first()
+    assert event is not None
+    assert event.address == recorded

@@ -149,6 +149,20 @@ def test_behind_a_proxy_the_address_the_proxy_saw_is_throttled(
     assert response.status_code == 200
 
 
+def test_a_port_added_by_the_proxy_does_not_make_another_address(
+    client: Client, db: None, auth_rate: None, settings: Any
+) -> None:
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 1}
+    for port in (40001, 40002, 40003):
+        response = client.get(
+            URL, HTTP_AUTHORIZATION=BAD, REMOTE_ADDR="10.0.0.1", HTTP_X_FORWARDED_FOR=f"{ATTACKER}:{port}"
+        )
+        assert response.status_code == 401
+    assert_rate_limited(
+        client.get(URL, HTTP_AUTHORIZATION=BAD, REMOTE_ADDR="10.0.0.1", HTTP_X_FORWARDED_FOR=f"{ATTACKER}:40004")
+    )
+
+
 def test_the_default_rate_allows_twenty_failures_a_minute(client: Client, db: None) -> None:
     fail_auth(client, ATTACKER, 20)
     assert_rate_limited(client.get(URL, HTTP_AUTHORIZATION=BAD, REMOTE_ADDR=ATTACKER))
