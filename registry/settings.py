@@ -119,12 +119,13 @@ if REGISTRY_STORAGE == "s3":
             "querystring_auth": True,
             "querystring_expire": REGISTRY_PRESIGN_SECONDS,
             "default_acl": None,
+            "signature_version": "s3v4",
             "object_parameters": {"ContentType": "application/gzip"},
         },
     }
 else:
     _packages_storage = {
-        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "BACKEND": "registry.filestorage.AtomicFileSystemStorage",
         "OPTIONS": {"location": str(REGISTRY_DATA_DIR / "packages"), "file_permissions_mode": 0o644},
     }
 STORAGES = {

@@ -70,6 +70,10 @@ def size(key: str) -> int:
     return int(_call("size", _storage().size, key))
 
 
+class KeyTaken(StorageUnavailable):
+    """The key was taken by another writer between the check and the write."""
+
+
 def put(key: str, fileobj: IO[bytes]) -> None:
     """Store fileobj at key. The key must be free: storage never overwrites or renames."""
     storage = _storage()
@@ -77,7 +81,7 @@ def put(key: str, fileobj: IO[bytes]) -> None:
     saved = _call("save", storage.save, key, File(fileobj, name=key.rsplit("/", 1)[-1]))
     if saved != key:  # the backend picked another name: the key was taken meanwhile
         _call("delete", storage.delete, saved)
-        raise StorageUnavailable(f"could not store {key}: the key is already taken")
+        raise KeyTaken(f"could not store {key}: the key is already taken")
 
 
 def put_package(sha256: str, fileobj: IO[bytes], size_bytes: int) -> str:
@@ -91,7 +95,12 @@ def put_package(sha256: str, fileobj: IO[bytes], size_bytes: int) -> str:
         # because rows are committed only after a complete write.
         log.warning("replacing a torn object at %s", key)
         delete(key)
-    put(key, fileobj)
+    try:
+        put(key, fileobj)
+    except KeyTaken:
+        # A concurrent publish of the same bytes stored it first: the key names the content.
+        if size(key) != size_bytes:
+            raise
     return key
 
 

@@ -4,6 +4,8 @@ skip, missing under CI=true is a failure (CI must never pass by skipping)."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,3 +44,18 @@ def kcl() -> None:
 def _private_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Tools (KCL writes ~/.kcl) and the client write under a private HOME, never the real one."""
     monkeypatch.setenv("HOME", str(tmp_path_factory.mktemp("home")))
+
+
+@pytest.fixture
+def private_storage(settings: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Package storage private to the test (the registry's own atomic file storage), so the
+    objects a test leaves can be listed exactly."""
+    location = tmp_path_factory.mktemp("storage")
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "packages": {
+            "BACKEND": "registry.filestorage.AtomicFileSystemStorage",
+            "OPTIONS": {"location": str(location), "file_permissions_mode": 0o644},
+        },
+    }
+    return location

@@ -36,18 +36,8 @@ SOURCE_STEPS = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def private_storage(settings: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Package storage private to the test, so the objects it leaves can be listed exactly."""
-    location = tmp_path_factory.mktemp("storage")
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "packages": {
-            "BACKEND": "django.core.files.storage.FileSystemStorage",
-            "OPTIONS": {"location": str(location), "file_permissions_mode": 0o644},
-        },
-    }
-    return location
+# Package storage private to each test (tests/conftest.py), so what it leaves can be listed exactly.
+pytestmark = pytest.mark.usefixtures("private_storage")
 
 
 def keys(prefix: str) -> set[str]:
