@@ -435,3 +435,27 @@ def test_the_owner_may_claim_a_name_confusable_with_their_own(world: World) -> N
 
     publish_new(world.client, world.tokens["owner"], world.tmp_path / "own", "etc-d", "1.0.0")
     assert sorted(Extension.objects.get(name="etc-d").owners.values_list("username", flat=True)) == ["alice"]
+
+
+def test_a_session_write_needs_the_csrf_token(world: World) -> None:
+    """The web session has every scope of its user, so its writes are guarded by CSRF."""
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(world.alice)
+    assert client.get("/admin/login/").status_code in (200, 302)
+    csrf = str(client.cookies["csrftoken"].value)
+    response = client.post(YANK_URL, {"reason": "x"}, content_type="application/json")
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "forbidden"
+    assert world.yanked() is False
+    response = client.post(YANK_URL, {"reason": "x"}, content_type="application/json", HTTP_X_CSRFTOKEN=csrf)
+    assert response.status_code == 200
+    assert world.yanked() is True
+
+
+def test_a_session_of_a_non_owner_cannot_yank(world: World) -> None:
+    client = Client()
+    client.force_login(world.bob)
+    response = client.post(YANK_URL, {"reason": "x"}, content_type="application/json")
+    assert response.status_code == 403
+    assert "not an owner" in response.json()["error"]["message"]
+    assert world.yanked() is False

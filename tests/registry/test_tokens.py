@@ -346,6 +346,12 @@ def test_a_revoked_token_is_refused_with_401(client: Client, token: str) -> None
     assert "revoked" in error["message"]
 
 
+def test_a_token_of_an_inactive_user_is_refused_with_401(client: Client, user: AbstractBaseUser, token: str) -> None:
+    type(user).objects.filter(pk=user.pk).update(is_active=False)
+    error = error_of(whoami(client, token), 401, "unauthenticated")
+    assert "inactive" in error["message"]
+
+
 @pytest.mark.parametrize(
     "header",
     [
