@@ -815,7 +815,10 @@ def _explain_impossible(
 
 
 def _versions_text(versions: Iterable[str]) -> str:
+    """``1.0.0, 1.1.0``; a long list keeps its ends (the details keep all of it)."""
     listed = list(versions)
+    if len(listed) > 12:
+        return ", ".join([*listed[:3], "...", *listed[-8:]]) + f" ({len(listed)} versions)"
     return ", ".join(listed) if listed else "none"
 
 
@@ -925,7 +928,9 @@ def _grouped_lines(
 
 def _via(chain: Sequence[str], parent: Candidate | None) -> str:
     """`` (via a 1.0.0 -> b 2.0.0)`` when the parent is not directly what a root asked for."""
-    middle = chain[1:-2]
+    middle = list(chain[1:-2])
+    if len(middle) > 4:  # the details keep the whole chain; the message keeps its ends
+        middle = [*middle[:2], "...", middle[-1]]
     return f" (via {' -> '.join(middle)})" if parent is not None and middle else ""
 
 

@@ -1,0 +1,710 @@
+"""Table-driven scenarios for `extensions.resolver`: the constraint forms, backtracking, diamonds,
+genuine conflicts and how they are explained, yanked and pre-release rules, runtime filtering,
+locked pins, cycles, unknown names, limits, and the install order."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from extensions.errors import ResolutionError
+from extensions.resolver import (
+    Candidate,
+    MemoryCatalogue,
+    Resolution,
+    describe_constraint,
+    describe_requirement,
+    install_order,
+    resolve,
+)
+from extensions.versions import Constraint, Requirement, Version, parse_requirement
+
+
+def catalogue(spec: dict[str, dict[str, Any]]) -> MemoryCatalogue:
+    """``{"etcd": {"3.5.9": {}, "3.5.12": {"yanked": True, "deps": {...}, "pv": ">=1.5"}}}``."""
+    records = []
+    for name, versions in spec.items():
+        for version, extra in versions.items():
+            records.append(
+                {
+                    "name": name,
+                    "version": version,
+                    "dependencies": extra.get("deps", {}),
+                    "yanked": extra.get("yanked", False),
+                    "provisioning_version": extra.get("pv"),
+                    "type": "taskserv",
+                }
+            )
+    return MemoryCatalogue.from_records(records)
+
+
+def versions_of(result: Resolution) -> dict[str, str]:
+    return {name: str(candidate.version) for name, candidate in result.resolved.items()}
+
+
+def failure(*args: Any, **kwargs: Any) -> ResolutionError:
+    with pytest.raises(ResolutionError) as caught:
+        resolve(*args, **kwargs)
+    assert caught.value.code == "resolution_failed"
+    return caught.value
+
+
+ETCD = catalogue(
+    {"etcd": {v: {} for v in ("3.4.0", "3.5.0", "3.5.9", "3.5.12", "3.6.0", "4.0.1", "4.1.0", "4.2.0-rc.1", "0.2.5")}}
+)
+
+
+# -- constraint forms ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("requirement", "chosen"),
+    [
+        ("etcd", "4.1.0"),
+        ("etcd *", "4.1.0"),
+        ("etcd ^3.5", "3.6.0"),
+        ("etcd ^3.5.10", "3.6.0"),
+        ("etcd ^0.2", "0.2.5"),
+        ("etcd ~3.5", "3.5.12"),
+        ("etcd ~3.5.0", "3.5.12"),
+        ("etcd ~3", "3.6.0"),
+        ("etcd 3.5.*", "3.5.12"),
+        ("etcd 3.x", "3.6.0"),
+        ("etcd 3.5", "3.5.12"),
+        ("etcd =3.5.9", "3.5.9"),
+        ("etcd 3.5.9", "3.5.9"),
+        ("etcd >=3.5, <4", "3.6.0"),
+        ("etcd >=3.5 <4", "3.6.0"),
+        ("etcd>=3.5,<3.6", "3.5.12"),
+        ("etcd >3.5", "4.1.0"),
+        ("etcd <=3.5", "3.5.12"),
+        ("etcd <3.5", "3.4.0"),
+        ("etcd !=4.1.0", "4.0.1"),
+        ("etcd !=4", "3.6.0"),
+        ("etcd ^3.4 || ^4.0", "4.1.0"),
+        ("etcd ~3.4.0 || =0.2.5", "3.4.0"),
+        ("etcd <3 || >=3.5.1, <3.6", "3.5.12"),
+    ],
+)
+def test_it_chooses_the_newest_version_each_constraint_form_admits(requirement: str, chosen: str) -> None:
+    assert versions_of(resolve([requirement], ETCD)) == {"etcd": chosen}
+
+
+def test_every_requirement_on_a_name_must_hold() -> None:
+    assert versions_of(resolve(["etcd ^3", "etcd <3.6", "etcd !=3.5.12"], ETCD)) == {"etcd": "3.5.9"}
+    assert versions_of(resolve([parse_requirement("etcd ~3.5"), "etcd >=3.5.5"], ETCD)) == {"etcd": "3.5.12"}
+
+
+# -- backtracking and diamonds --------------------------------------------------------------------------
+
+
+def test_it_backtracks_when_the_newest_choice_leads_to_a_conflict() -> None:
+    cat = catalogue(
+        {
+            "kubernetes": {
+                "1.29.0": {"deps": {"etcd": "^3.6", "containerd": "^2.0"}},
+                "1.28.0": {"deps": {"etcd": "^3.5", "containerd": "^1.7"}},
+            },
+            "containerd": {"1.7.13": {}, "2.0.2": {}},
+            "etcd": {"3.5.9": {}, "3.6.0": {}},
+        }
+    )
+    assert versions_of(resolve(["kubernetes", "containerd ^1.7"], cat)) == {
+        "containerd": "1.7.13",
+        "etcd": "3.6.0",
+        "kubernetes": "1.28.0",
+    }
+
+
+def test_it_backtracks_through_a_chain_two_levels_deep() -> None:
+    cat = catalogue(
+        {
+            "app": {"2.0.0": {"deps": {"lib": "^2"}}, "1.0.0": {"deps": {"lib": "^1"}}},
+            "lib": {
+                "2.0.0": {"deps": {"base": "^2"}},
+                "2.1.0": {"deps": {"base": "^2"}},
+                "1.0.0": {"deps": {"base": "*"}},
+            },
+            "base": {"1.0.0": {}, "1.1.0": {}, "2.0.0": {}},
+        }
+    )
+    assert versions_of(resolve(["app", "base <2"], cat)) == {"app": "1.0.0", "base": "1.1.0", "lib": "1.0.0"}
+    assert versions_of(resolve(["app"], cat)) == {"app": "2.0.0", "base": "2.0.0", "lib": "2.1.0"}
+
+
+def test_a_diamond_gets_the_newest_shared_version_that_both_sides_admit() -> None:
+    cat = catalogue(
+        {
+            "app": {"1.0.0": {"deps": {"left": "*", "right": "*"}}},
+            "left": {"1.0.0": {"deps": {"base": "^1.2"}}},
+            "right": {"1.0.0": {"deps": {"base": ">=1.1, <1.4"}}},
+            "base": {v: {} for v in ("1.1.0", "1.2.0", "1.3.5", "1.4.0", "2.0.0")},
+        }
+    )
+    result = resolve(["app"], cat)
+    assert versions_of(result) == {"app": "1.0.0", "base": "1.3.5", "left": "1.0.0", "right": "1.0.0"}
+    assert result.install_order == ["base", "left", "right", "app"]
+    assert list(result.resolved) == result.install_order
+
+
+def test_a_diamond_backtracks_a_side_to_agree_on_the_shared_dependency() -> None:
+    cat = catalogue(
+        {
+            "left": {"2.0.0": {"deps": {"base": "^2"}}, "1.0.0": {"deps": {"base": "^1"}}},
+            "right": {"1.0.0": {"deps": {"base": "^1.1"}}},
+            "base": {"1.0.0": {}, "1.1.0": {}, "2.0.0": {}},
+        }
+    )
+    assert versions_of(resolve(["left", "right"], cat)) == {"base": "1.1.0", "left": "1.0.0", "right": "1.0.0"}
+
+
+# -- genuine conflicts and their explanation -------------------------------------------------------------
+
+CLUSTER = catalogue(
+    {
+        "kubernetes": {"1.28.0": {"deps": {"etcd": ">=3.5, <4", "containerd": "^1.7"}}},
+        "cilium": {"1.15.0": {"deps": {"etcd": "^4.0"}}},
+        "kubern-ha": {"2.0.0": {"deps": {"kubernetes": "^1.28"}}},
+        "etcd": {"3.5.9": {}, "3.5.12": {"yanked": True}, "4.0.1": {}},
+        "containerd": {"1.7.13": {}},
+    }
+)
+
+
+def test_a_conflict_names_both_requirements_and_the_versions_that_exist() -> None:
+    error = failure(["kubernetes", "cilium"], CLUSTER)
+    assert error.message == (
+        "cannot resolve kubernetes, cilium: cilium 1.15.0 requires etcd ^4.0; kubernetes 1.28.0 requires etcd ^3.5; "
+        "no version of etcd satisfies all of these (available: 3.5.9, 3.5.12, 4.0.1)"
+    )
+    (detail,) = error.details
+    assert detail["reason"] == "conflict"
+    assert detail["name"] == "etcd"
+    assert detail["available"] == ["3.5.9", "3.5.12", "4.0.1"]
+    assert detail["ruled_out"] == []
+    assert {(r["requirement"], r["required_by"]) for r in detail["requirements"]} == {
+        ("etcd ^4.0", "cilium 1.15.0"),
+        ("etcd ^3.5", "kubernetes 1.28.0"),
+    }
+
+
+def test_a_conflict_shows_the_chain_from_what_was_asked_for() -> None:
+    error = failure(["kubern-ha", "cilium"], CLUSTER)
+    assert "kubernetes 1.28.0 requires etcd ^3.5 (via kubern-ha 2.0.0)" in error.message
+    paths = {r["required_by"]: r["path"] for r in error.details[0]["requirements"]}
+    assert paths == {
+        "kubernetes 1.28.0": "you asked for kubern-ha -> kubern-ha 2.0.0 -> kubernetes 1.28.0 -> etcd ^3.5",
+        "cilium 1.15.0": "you asked for cilium -> cilium 1.15.0 -> etcd ^4.0",
+    }
+    chains = {r["required_by"]: r["chain"] for r in error.details[0]["requirements"]}
+    assert chains["kubernetes 1.28.0"] == ["kubern-ha", "kubern-ha 2.0.0", "kubernetes 1.28.0", "etcd ^3.5"]
+
+
+def test_a_conflict_with_a_root_requirement_says_you_asked_for_it() -> None:
+    error = failure(["kubernetes", "etcd ^4"], CLUSTER)
+    assert "you asked for etcd ^4.0" in error.message
+    assert "kubernetes 1.28.0 requires etcd ^3.5" in error.message
+    roots = [r for r in error.details[0]["requirements"] if r["required_by"] is None]
+    assert roots == [
+        {"requirement": "etcd ^4.0", "required_by": None, "chain": ["etcd ^4.0"], "path": "you asked for etcd ^4.0"}
+    ]
+
+
+def test_versions_of_one_parent_with_the_same_requirement_are_merged_in_the_message() -> None:
+    cat = catalogue(
+        {
+            "kubernetes": {"1.28.0": {"deps": {"etcd": "^3.5"}}, "1.27.0": {"deps": {"etcd": "^3.5"}}},
+            "cilium": {"1.15.0": {"deps": {"etcd": "^4.0"}}},
+            "etcd": {"3.5.9": {}, "4.0.1": {}},
+        }
+    )
+    assert "kubernetes 1.28.0 and 1.27.0 require etcd ^3.5" in failure(["kubernetes", "cilium"], cat).message
+
+
+def test_a_requirement_no_version_matches_lists_what_exists() -> None:
+    error = failure(["etcd ^5"], ETCD)
+    assert error.message == (
+        "cannot resolve etcd ^5.0: you asked for etcd ^5.0, but no version of etcd matches "
+        "(available: 0.2.5, 3.4.0, 3.5.0, 3.5.9, 3.5.12, 3.6.0, 4.0.1, 4.1.0, 4.2.0-rc.1)"
+    )
+    (detail,) = error.details
+    assert detail["reason"] == "no_matching_version"
+    assert (detail["name"], detail["requirement"], detail["required_by"]) == ("etcd", "etcd ^5.0", None)
+    assert detail["skipped"] == []
+
+
+def test_a_dependency_no_version_matches_names_who_requires_it() -> None:
+    cat = catalogue({"app": {"1.0.0": {"deps": {"etcd": "^9"}}}, "etcd": {"3.5.9": {}}})
+    error = failure(["app"], cat)
+    assert "app 1.0.0 requires etcd ^9.0, but no version of etcd matches (available: 3.5.9)" in error.message
+    assert error.details[0]["path"] == "you asked for app -> app 1.0.0 -> etcd ^9.0"
+
+
+def test_a_long_list_of_versions_is_shortened_in_the_message_only() -> None:
+    cat = catalogue({"etcd": {f"1.{minor}.0": {} for minor in range(30)}})
+    error = failure(["etcd ^2"], cat)
+    shown = "1.0.0, 1.1.0, 1.2.0, ..., 1.22.0, 1.23.0, 1.24.0, 1.25.0, 1.26.0, 1.27.0, 1.28.0, 1.29.0 (30 versions)"
+    assert f"(available: {shown})" in error.message
+    assert len(error.details[0]["available"]) == 30
+
+
+# -- yanked versions ---------------------------------------------------------------------------------------
+
+YANKED = catalogue(
+    {
+        "etcd": {"3.5.9": {}, "3.5.12": {"yanked": True}},
+        "pinner": {"1.0.0": {"deps": {"etcd": "=3.5.12"}}},
+        "gone": {"1.0.0": {"yanked": True}, "1.1.0": {"yanked": True}},
+    }
+)
+
+
+def test_a_yanked_version_is_skipped_and_reported() -> None:
+    result = resolve(["etcd"], YANKED)
+    assert versions_of(result) == {"etcd": "3.5.9"}
+    assert result.skipped == [
+        {"name": "etcd", "version": "3.5.12", "rule": "yanked", "why": "yanked; pin =3.5.12 to use it anyway"}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("requirements", "locked"),
+    [(["etcd =3.5.12"], None), (["etcd 3.5.12"], None), (["pinner"], None), (["etcd"], {"etcd": "3.5.12"})],
+)
+def test_a_yanked_version_is_chosen_when_pinned_exactly_or_locked(
+    requirements: list[str], locked: dict[str, str] | None
+) -> None:
+    result = resolve(requirements, YANKED, locked=locked)
+    assert versions_of(result)["etcd"] == "3.5.12"
+    assert result.skipped == []
+
+
+def test_a_range_that_only_admits_yanked_versions_fails_and_says_why() -> None:
+    error = failure(["gone"], YANKED)
+    assert error.message == (
+        "cannot resolve gone: you asked for gone, but no version of gone matches (available: 1.0.0, 1.1.0; "
+        "skipped: 1.1.0 (yanked; pin =1.1.0 to use it anyway), 1.0.0 (yanked; pin =1.0.0 to use it anyway))"
+    )
+    assert [(s["version"], s["rule"]) for s in error.details[0]["skipped"]] == [
+        ("1.1.0", "yanked"),
+        ("1.0.0", "yanked"),
+    ]
+
+
+# -- pre-releases ----------------------------------------------------------------------------------------
+
+PRE = catalogue(
+    {
+        "etcd": {"3.5.12": {}, "3.6.0-rc.1": {}, "3.6.0-rc.2": {}},
+        "preview": {"0.1.0-alpha.1": {}},
+        "app": {"1.0.0": {"deps": {"etcd": "^3.5"}}},
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("requirement", "include_prereleases", "chosen"),
+    [
+        ("etcd", False, "3.5.12"),
+        ("etcd >=3.5", False, "3.5.12"),
+        ("etcd >=3.6.0-rc.1", False, "3.6.0-rc.2"),
+        ("etcd =3.6.0-rc.1", False, "3.6.0-rc.1"),
+        ("etcd", True, "3.6.0-rc.2"),
+        ("etcd ^3.5", True, "3.6.0-rc.2"),
+        ("etcd <3.6.0-rc.2", True, "3.6.0-rc.1"),
+    ],
+)
+def test_pre_releases_are_chosen_only_when_named_or_allowed(
+    requirement: str, include_prereleases: bool, chosen: str
+) -> None:
+    result = resolve([requirement], PRE, include_prereleases=include_prereleases)
+    assert versions_of(result) == {"etcd": chosen}
+
+
+def test_a_pre_release_that_one_requirement_names_must_satisfy_the_others_too() -> None:
+    # The root names 3.6.0-rc.1, but app's ^3.5 does not: no version satisfies both.
+    error = failure(["etcd >=3.6.0-rc.1", "app"], PRE)
+    assert error.details[0]["reason"] == "conflict"
+    assert "no version of etcd satisfies all of these" in error.message
+    assert "skipped: 3.6.0-rc.2 (a pre-release; name a pre-release in the constraint, or allow pre-releases)" in (
+        error.message
+    )
+    assert versions_of(resolve(["etcd >=3.6.0-rc.1", "app"], PRE, include_prereleases=True))["etcd"] == "3.6.0-rc.2"
+
+
+def test_a_pinned_pre_release_is_dropped_when_a_later_requirement_does_not_admit_it() -> None:
+    # etcd (two candidates) is pinned before app (three), at 3.6.0-rc.2; app then admits 3.6.0-rc.1
+    # by name but not rc.2, so the pin must move.
+    cat = catalogue(
+        {
+            "etcd": {"3.5.12": {}, "3.6.0-rc.1": {}, "3.6.0-rc.2": {}},
+            "app": {v: {"deps": {"etcd": ">=3.5 || =3.6.0-rc.1"}} for v in ("1.0.0", "1.1.0", "1.2.0")},
+        }
+    )
+    assert versions_of(resolve(["etcd >=3.6.0-rc.1", "app"], cat)) == {"app": "1.2.0", "etcd": "3.6.0-rc.1"}
+
+
+def test_an_extension_with_only_pre_releases_says_they_were_skipped() -> None:
+    error = failure(["preview"], PRE)
+    assert error.details[0]["skipped"] == [
+        {
+            "version": "0.1.0-alpha.1",
+            "rule": "prerelease",
+            "why": "a pre-release; name a pre-release in the constraint, or allow pre-releases",
+        }
+    ]
+    assert versions_of(resolve(["preview"], PRE, include_prereleases=True)) == {"preview": "0.1.0-alpha.1"}
+
+
+def test_skipped_pre_releases_newer_than_the_choice_are_reported() -> None:
+    result = resolve(["etcd"], PRE)
+    assert [(s["version"], s["rule"]) for s in result.skipped] == [
+        ("3.6.0-rc.2", "prerelease"),
+        ("3.6.0-rc.1", "prerelease"),
+    ]
+
+
+# -- runtime compatibility ----------------------------------------------------------------------------------
+
+RUNTIME = catalogue(
+    {
+        "kubernetes": {
+            "1.28.0": {"pv": ">=1.0"},
+            "1.29.0": {"pv": ">=1.5"},
+            "1.30.0": {"pv": ">=1.5, <2"},
+        },
+        "future": {"1.0.0": {"pv": ">=3.0"}},
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("runtime", "chosen"),
+    [
+        (None, "1.30.0"),
+        ("1.4.0", "1.28.0"),
+        (Version.parse("1.5.0"), "1.30.0"),
+        ("2.0.0", "1.29.0"),
+        ("1.5.0-rc.1", "1.28.0"),
+    ],
+)
+def test_versions_that_do_not_suit_the_runtime_are_never_chosen(runtime: str | Version | None, chosen: str) -> None:
+    assert versions_of(resolve(["kubernetes"], RUNTIME, runtime_version=runtime)) == {"kubernetes": chosen}
+
+
+def test_runtime_skips_are_reported_and_explain_a_failure() -> None:
+    result = resolve(["kubernetes"], RUNTIME, runtime_version="1.4.0")
+    assert [(s["version"], s["why"]) for s in result.skipped] == [
+        ("1.30.0", "needs provisioning ^1.5, the runtime is 1.4.0"),
+        ("1.29.0", "needs provisioning >=1.5, the runtime is 1.4.0"),
+    ]
+    error = failure(["future"], RUNTIME, runtime_version="1.4.0")
+    assert error.details[0]["skipped"] == [
+        {"version": "1.0.0", "rule": "runtime", "why": "needs provisioning >=3.0, the runtime is 1.4.0"}
+    ]
+    assert "1.0.0 (needs provisioning >=3.0, the runtime is 1.4.0)" in error.message
+
+
+def test_an_exact_pin_does_not_override_the_runtime() -> None:
+    error = failure(["kubernetes =1.29.0"], RUNTIME, runtime_version="1.4.0")
+    assert error.details[0]["reason"] == "no_matching_version"
+
+
+# -- locked pins ----------------------------------------------------------------------------------------------
+
+
+def test_a_locked_version_that_still_fits_is_kept() -> None:
+    result = resolve(["etcd ^3.5"], ETCD, locked={"etcd": "3.5.9"})
+    assert versions_of(result) == {"etcd": "3.5.9"}
+    assert result.locked_ignored == []
+
+
+def test_a_locked_version_that_no_longer_fits_is_dropped_and_reported() -> None:
+    result = resolve(["kubernetes"], CLUSTER, locked={"etcd": "4.0.1", "containerd": Version.parse("1.7.13")})
+    assert versions_of(result) == {"containerd": "1.7.13", "etcd": "3.5.9", "kubernetes": "1.28.0"}
+    assert result.locked_ignored == [
+        {
+            "name": "etcd",
+            "locked": "4.0.1",
+            "chosen": "3.5.9",
+            "reason": "etcd 4.0.1 does not satisfy: kubernetes 1.28.0 requires etcd ^3.5",
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    ("locked", "reason"),
+    [
+        ("3.7.0", "etcd 3.7.0 does not exist (any more)"),
+        ("3.4.0", "etcd 3.4.0 does not satisfy: you asked for etcd ^3.5"),
+    ],
+)
+def test_the_reason_a_lock_was_dropped_is_given(locked: str, reason: str) -> None:
+    result = resolve(["etcd ^3.5"], ETCD, locked={"etcd": locked})
+    assert result.locked_ignored == [{"name": "etcd", "locked": locked, "chosen": "3.6.0", "reason": reason}]
+
+
+def test_a_lock_that_does_not_suit_the_runtime_is_dropped() -> None:
+    result = resolve(["kubernetes"], RUNTIME, runtime_version="1.4.0", locked={"kubernetes": "1.29.0"})
+    assert versions_of(result) == {"kubernetes": "1.28.0"}
+    assert result.locked_ignored[0]["reason"] == "kubernetes 1.29.0 needs provisioning >=1.5, the runtime is 1.4.0"
+
+
+def test_a_lock_whose_dependencies_conflict_is_dropped_for_a_version_that_works() -> None:
+    cat = catalogue(
+        {
+            "kubernetes": {"1.28.0": {"deps": {"etcd": "^3.5"}}, "1.29.0": {"deps": {"etcd": "^3.6"}}},
+            "etcd": {"3.5.9": {}, "3.6.0": {}},
+        }
+    )
+    result = resolve(["kubernetes", "etcd <3.6"], cat, locked={"kubernetes": "1.29.0"})
+    assert versions_of(result) == {"etcd": "3.5.9", "kubernetes": "1.28.0"}
+    assert result.locked_ignored == [
+        {
+            "name": "kubernetes",
+            "locked": "1.29.0",
+            "chosen": "1.28.0",
+            "reason": "keeping kubernetes 1.29.0 conflicts with the other requirements",
+        }
+    ]
+
+
+def test_a_lock_for_a_name_no_longer_needed_is_not_reported() -> None:
+    assert resolve(["etcd"], CLUSTER, locked={"cilium": "1.15.0"}).locked_ignored == []
+
+
+# -- cycles and the install order -------------------------------------------------------------------------------
+
+
+def test_a_cycle_is_an_error_that_names_it() -> None:
+    cat = catalogue(
+        {
+            "app": {"1.0.0": {"deps": {"a": "*"}}},
+            "a": {"1.0.0": {"deps": {"b": "*"}}},
+            "b": {"1.0.0": {"deps": {"c": "*"}}},
+            "c": {"1.0.0": {"deps": {"a": "^1"}}},
+        }
+    )
+    started = time.monotonic()
+    error = failure(["app"], cat)
+    assert time.monotonic() - started < 5
+    assert error.message.startswith("the resolved extensions depend on each other in a cycle: a -> b -> c -> a;")
+    assert error.details == [{"reason": "cycle", "cycle": ["a", "b", "c", "a"], "message": error.message}]
+
+
+def test_an_extension_that_depends_on_itself_is_a_cycle() -> None:
+    error = failure(["selfish"], catalogue({"selfish": {"1.0.0": {"deps": {"selfish": "*"}}}}))
+    assert error.details[0]["cycle"] == ["selfish", "selfish"]
+
+
+def test_install_order_puts_dependencies_first_and_ties_in_name_order() -> None:
+    def node(name: str, *deps: str) -> Candidate:
+        return Candidate(name, Version(1, 0, 0), tuple(Requirement(d) for d in deps))
+
+    resolved = {
+        "web": node("web", "db", "cache"),
+        "db": node("db", "disk"),
+        "cache": node("cache"),
+        "disk": node("disk"),
+        "alone": node("alone"),
+        "api": node("api", "db", "outside"),
+    }
+    assert install_order(resolved) == ["alone", "cache", "disk", "db", "api", "web"]
+
+
+# -- unknown names ----------------------------------------------------------------------------------------------
+
+
+def test_an_unknown_name_suggests_close_names() -> None:
+    error = failure(["kubernets ^1.28"], CLUSTER)
+    assert error.message == "no extension named 'kubernets'; did you mean 'kubernetes'?"
+    assert error.details == [
+        {
+            "reason": "unknown",
+            "name": "kubernets",
+            "requirement": "kubernets ^1.28",
+            "required_by": None,
+            "suggestions": ["kubernetes"],
+            "message": error.message,
+        }
+    ]
+
+
+def test_every_unknown_root_is_reported_at_once() -> None:
+    error = failure(["ciliun", "etcd", "zzzzzz"], CLUSTER)
+    assert error.message == "no extension named 'ciliun'; did you mean 'cilium'?; no extension named 'zzzzzz'"
+    assert [d["suggestions"] for d in error.details] == [["cilium"], []]
+
+
+def test_an_unknown_dependency_names_who_requires_it() -> None:
+    cat = catalogue({"app": {"1.0.0": {"deps": {"etcdd": "^3"}}}, "etcd": {"3.5.9": {}}})
+    error = failure(["app"], cat)
+    assert error.message == (
+        "cannot resolve app: no extension named 'etcdd'; did you mean 'etcd'? (app 1.0.0 requires etcdd ^3.0)"
+    )
+    assert error.details[0]["required_by"] == "app 1.0.0"
+
+
+# -- limits and bad input ------------------------------------------------------------------------------------
+
+
+def test_too_many_root_requirements_are_refused() -> None:
+    error = failure([f"ext-{i}" for i in range(201)], ETCD)
+    assert error.message == "too many requirements: 201 given, at most 200 are allowed in one resolution"
+    assert error.details == [{"reason": "too_many_requirements", "count": 201, "limit": 200}]
+    assert failure(["etcd", "etcd"], ETCD, max_requirements=1).details[0]["limit"] == 1
+
+
+def _chain(length: int, versions: int, dependency: str) -> MemoryCatalogue:
+    return MemoryCatalogue(
+        Candidate(
+            f"n{i:02d}",
+            Version(1 if k else 0, k, 0),
+            (Requirement(f"n{i + 1:02d}", Constraint.parse(dependency)),) if i < length - 1 else (),
+        )
+        for i in range(length)
+        for k in range(versions)
+    )
+
+
+def test_a_pathological_graph_ends_quickly_with_too_complex() -> None:
+    # 40 names x 20 versions: every version of each name needs the next name >=1.0, which the root
+    # constraint on the last name excludes; exhausting that takes far more than the round budget.
+    started = time.monotonic()
+    error = failure(["n00", "n39 <1.0"], _chain(40, 20, ">=1.0"))
+    assert time.monotonic() - started < 5
+    assert error.message == (
+        "resolution is too complex: gave up after 2000 rounds; pin some versions or split the request"
+    )
+    assert error.details == [{"reason": "too_complex", "message": error.message, "rounds": 2000}]
+
+
+def test_exponential_backtracking_shapes_end_quickly_with_an_answer() -> None:
+    # Each version k of m00 pins the whole chain to version k, and zz (also pinned to k) excludes
+    # exactly that version of the last name: every one of the 10 choices fails, for the same reason.
+    candidates = []
+    for i in range(30):
+        for k in range(10):
+            deps = [Requirement(f"m{i + 1:02d}", Constraint.parse(f"=1.{k}.0"))] if i < 29 else []
+            if i == 0:
+                deps.append(Requirement("zz", Constraint.parse(f"=1.{k}.0")))
+            candidates.append(Candidate(f"m{i:02d}", Version(1, k, 0), tuple(deps)))
+    for k in range(10):
+        candidates.append(Candidate("zz", Version(1, k, 0), (Requirement("m29", Constraint.parse(f"!=1.{k}.0")),)))
+    started = time.monotonic()
+    error = failure(["m00"], MemoryCatalogue(candidates))
+    assert time.monotonic() - started < 5
+    assert error.details[0]["reason"] == "conflict"
+    assert "m28 1.0.0 requires m29 =1.0.0 (via m00 1.0.0 -> m01 1.0.0 -> ... -> m27 1.0.0)" in error.message
+    assert len(error.details[0]["requirements"][1]["chain"]) == 31
+
+
+def test_the_round_and_extension_budgets_are_settings() -> None:
+    chain = _chain(30, 1, "*")
+    assert len(resolve(["n00"], chain).resolved) == 30
+    assert failure(["n00"], chain, max_rounds=10).details[0] == {
+        "reason": "too_complex",
+        "message": "resolution is too complex: gave up after 10 rounds; pin some versions or split the request",
+        "rounds": 10,
+    }
+    assert failure(["n00"], chain, max_extensions=20).details[0]["message"] == (
+        "resolution is too complex: more than 20 extensions are involved; pin some versions or split the request"
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "path", "reason"),
+    [
+        ({"requirements": ["etcd", "etcd >>1"]}, "requirements[1]", "invalid_requirement"),
+        ({"requirements": ["Etcd"]}, "requirements[0]", "invalid_requirement"),
+        ({"requirements": "etcd"}, "requirements", "invalid_requirement"),
+        ({"runtime_version": "1.4"}, "runtime_version", "invalid_runtime_version"),
+        ({"locked": {"etcd": "latest"}}, "locked.etcd", "invalid_locked_version"),
+    ],
+)
+def test_bad_input_is_refused_naming_where(kwargs: dict[str, Any], path: str, reason: str) -> None:
+    arguments: dict[str, Any] = {"requirements": ["etcd"], **kwargs}
+    requirements = arguments.pop("requirements")
+    error = failure(requirements, ETCD, **arguments)
+    assert error.path == path
+    assert error.details[0]["reason"] == reason
+
+
+# -- results ----------------------------------------------------------------------------------------------------
+
+
+def test_a_resolution_is_json_ready_in_install_order() -> None:
+    cat = MemoryCatalogue(
+        [
+            Candidate(
+                "kubernetes",
+                Version.parse("1.28.0"),
+                (Requirement("etcd", Constraint.parse(">=3.5, <4")),),
+                type="taskserv",
+                sha256="a" * 64,
+                size=10,
+                extra={"download_url": "/dl/kubernetes"},
+            ),
+            Candidate("etcd", Version.parse("3.5.9"), type="taskserv", sha256="b" * 64, size=5),
+        ]
+    )
+    assert resolve(["kubernetes"], cat).to_dict() == {
+        "resolved": [
+            {
+                "name": "etcd",
+                "version": "3.5.9",
+                "type": "taskserv",
+                "sha256": "b" * 64,
+                "size": 5,
+                "yanked": False,
+                "dependencies": {},
+            },
+            {
+                "name": "kubernetes",
+                "version": "1.28.0",
+                "type": "taskserv",
+                "sha256": "a" * 64,
+                "size": 10,
+                "yanked": False,
+                "dependencies": {"etcd": ">=3.5.0, <4.0.0-0"},
+                "download_url": "/dl/kubernetes",
+            },
+        ],
+        "install_order": ["etcd", "kubernetes"],
+        "locked_ignored": [],
+        "skipped": [],
+    }
+
+
+def test_the_same_question_gets_the_same_answer() -> None:
+    first = resolve(["kubernetes", "containerd ^1.7"], CLUSTER)
+    second = resolve(["kubernetes", "containerd ^1.7"], CLUSTER)
+    assert first == second
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        (">=3.5, <4", "^3.5"),
+        ("^4.0", "^4.0"),
+        ("^0.2.3", "^0.2.3"),
+        ("^0.0.3", "^0.0.3"),
+        ("~1.2.3", "~1.2.3"),
+        ("~1.2", "~1.2"),
+        ("1.*", "^1.0"),
+        ("=1.2.3", "=1.2.3"),
+        (">1.2.0", ">1.2.0"),
+        ("<=1.2", "<1.3"),
+        (">=1.2.3", ">=1.2.3"),
+        ("!=1.4", "!=1.4.*"),
+        ("^1 || ~2.1", "^1.0 || ~2.1"),
+        ("*", "*"),
+    ],
+)
+def test_constraints_are_shown_in_a_short_equivalent_form(text: str, shown: str) -> None:
+    assert describe_constraint(Constraint.parse(text)) == shown
+    assert describe_requirement(Requirement("etcd", Constraint.parse(text))) == (
+        "etcd" if shown == "*" else f"etcd {shown}"
+    )
