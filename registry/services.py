@@ -319,6 +319,8 @@ def version_create(
                 published_by=actor.user,
             )
     except IntegrityError:
+        if not Version.objects.filter(extension=extension, canonical=canonical).exists():
+            raise  # not the unique constraint: a real database failure
         raise VersionExists(
             f"{name} {canonical} was already published; versions are immutable, publish a new version instead"
         ) from None

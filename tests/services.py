@@ -760,6 +760,7 @@ def s3_storage(
         "querystring_auth": True,
         "querystring_expire": settings.REGISTRY_PRESIGN_SECONDS,
         "default_acl": None,
+        "signature_version": "s3v4",
         "object_parameters": {"ContentType": "application/gzip"},
     }
     settings.REGISTRY_STORAGE = "s3"

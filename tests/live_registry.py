@@ -1,0 +1,153 @@
+"""A real registry for end-to-end tests: `manage.py migrate` then gunicorn, as separate processes
+with their own data directory and database (a SQLite file, or a PostgreSQL database), on a free
+port. It can be stopped and started again on the same port (for "registry unreachable" tests).
+
+    registry = LiveRegistry(tmp_path / "registry", database_url=None)   # SQLite in its data dir
+    registry.start()
+    token = registry.createtoken("alice")
+    registry.manage("publish", "extensions/taskservs")
+    httpx.get(f"{registry.url}/api/v1/extensions/")
+    registry.stop()
+
+Fixtures: ``live_registry`` (a fresh one per test) and ``examples_registry`` (one per test
+process, with every bundled example published; do not change what it holds).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.services import BASE_DIR, HOST, free_port
+
+EXAMPLES = [str(BASE_DIR / "extensions" / kind) for kind in ("providers", "taskservs", "clusters")]
+
+
+class LiveRegistry:
+    def __init__(self, data_dir: Path, *, database_url: str | None = None, env: dict[str, str] | None = None) -> None:
+        self.data_dir = data_dir
+        self.port = 0
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log = data_dir / "gunicorn.log"
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("REGISTRY_", "DJANGO_", "CELERY_"))}
+        base.pop("DATABASE_URL", None)
+        base.pop("CACHE_URL", None)
+        base.update(
+            DJANGO_SETTINGS_MODULE="registry.settings",
+            REGISTRY_DATA_DIR=str(data_dir),
+            DJANGO_SECRET_KEY=secrets.token_urlsafe(40),
+            PYTHONUNBUFFERED="1",
+            LOG_LEVEL="WARNING",
+        )
+        if database_url:
+            base["DATABASE_URL"] = database_url
+        base.update(env or {})
+        self.env = base
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self._migrated = False
+
+    @property
+    def url(self) -> str:
+        assert self.port, "start() the registry first"
+        return f"http://{HOST}:{self.port}"
+
+    def manage(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=BASE_DIR,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(
+                f"manage.py {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+            )
+        return proc
+
+    def createtoken(self, username: str = "alice", *scopes: str) -> str:
+        args = ["createtoken", username, "--create-user"]
+        for scope in scopes or ("publish:*", "yank:*", "owners:*"):
+            args += ["--scope", scope]
+        return self.manage(*args).stdout.strip().splitlines()[-1]
+
+    def start(self, *, workers: int = 2, threads: int = 4, timeout: float = 60) -> None:
+        if not self._migrated:
+            self.manage("migrate", "--noinput", "-v", "0")
+            self._migrated = True
+        if not self.port:
+            self.port = free_port()
+        command = [
+            sys.executable, "-m", "gunicorn", "registry.wsgi", "--bind", f"{HOST}:{self.port}",
+            "--workers", str(workers), "--threads", str(threads), "--worker-class", "gthread",
+            "--timeout", "120", "--graceful-timeout", "5",
+        ]  # fmt: skip
+        with self.log.open("ab") as output:
+            self.process = subprocess.Popen(
+                command, cwd=BASE_DIR, env=self.env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        atexit.register(self._kill)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"gunicorn exited with {self.process.returncode}:\n{self.log.read_text()[-4000:]}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        self._kill()
+        raise AssertionError(f"the registry did not answer within {timeout} s:\n{self.log.read_text()[-4000:]}")
+
+    def stop(self) -> None:
+        """Stop serving (the port then refuses connections); `start` serves again on the same port."""
+        if self.process is None:
+            return
+        try:
+            os.killpg(self.process.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self._kill()
+        self.process = None
+
+    def _kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.process.wait(10)
+
+
+@pytest.fixture
+def live_registry(tmp_path: Path) -> Iterator[LiveRegistry]:
+    """A fresh registry process (SQLite) for this test, started; stopped afterwards."""
+    registry = LiveRegistry(tmp_path / "registry")
+    registry.start()
+    yield registry
+    registry.stop()
+
+
+@pytest.fixture(scope="session")
+def examples_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveRegistry]:
+    """One registry per test process with every bundled example published. Read-only for tests."""
+    registry = LiveRegistry(tmp_path_factory.mktemp("examples-registry"))
+    registry.start()
+    registry.manage("publish", "--skip-existing", *EXAMPLES)
+    yield registry
+    registry.stop()
