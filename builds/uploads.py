@@ -41,7 +41,9 @@ class LimitedHashingUploadHandler(TemporaryFileUploadHandler):
         super().new_file(*args, **kwargs)
         self._hash = hashlib.sha256()
         self._received = 0
-        self.file = HashingUploadedFile(self.file_name, self.content_type, 0, self.charset, self.content_type_extra)
+        self.file = HashingUploadedFile(
+            self.file_name or "upload", self.content_type, 0, self.charset, self.content_type_extra
+        )
 
     def receive_data_chunk(self, raw_data: bytes, start: int) -> None:
         self._received += len(raw_data)

@@ -44,7 +44,7 @@ def client_address(request: Request) -> str | None:
     """The client's address (REMOTE_ADDR, or X-Forwarded-For behind REGISTRY_NUM_PROXIES proxies),
     or None when that is not an IP address."""
     xff = request.META.get("HTTP_X_FORWARDED_FOR")
-    proxies = settings.REST_FRAMEWORK.get("NUM_PROXIES") or 0
+    proxies: int = settings.REST_FRAMEWORK.get("NUM_PROXIES") or 0  # type: ignore[assignment]
     if xff and proxies:
         hops = [h.strip() for h in xff.split(",") if h.strip()]
         if hops:
@@ -56,6 +56,8 @@ class AuthFailureThrottle(SimpleRateThrottle):
     """Failed authentications per address (REGISTRY_RATE_AUTH_FAILURE). Only failures count."""
 
     scope = "auth_failure"
+    duration: int
+    num_requests: int
 
     def get_rate(self) -> str:
         return str(settings.REGISTRY_RATE_AUTH_FAILURE)
@@ -144,7 +146,7 @@ class BasicPasswordAuthentication(authentication.BasicAuthentication):
         if wait is not None:
             raise exceptions.Throttled(wait=wait, detail="too many failed authentications from this address")
         try:
-            return super().authenticate(request)  # type: ignore[return-value]
+            return super().authenticate(request)
         except exceptions.AuthenticationFailed as exc:
             raise _fail(request, str(exc.detail).rstrip(".")) from None
 

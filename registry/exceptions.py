@@ -61,7 +61,7 @@ def to_response(exc: Exception) -> Response:
     elif isinstance(exc, ExtensionError):
         code, message, details = exc.code, str(exc), exc.details_list()
     elif isinstance(exc, drf.Throttled):
-        wait = max(1, int(exc.wait or 1))
+        wait = max(1, int(getattr(exc, "wait", None) or 1))
         code, message, details = "rate_limited", f"too many requests: try again in {wait} s", []
         headers["Retry-After"] = str(wait)
     elif isinstance(exc, drf.ValidationError):

@@ -28,7 +28,7 @@ class Extension(models.Model):
         "Version", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_constraint=False
     )
     keywords_text = models.CharField(max_length=400, blank=True)  # ",k1,k2," for keyword filtering
-    owners = models.ManyToManyField(
+    owners: models.ManyToManyField[Any, Any] = models.ManyToManyField(
         settings.AUTH_USER_MODEL,
         through="Ownership",
         through_fields=("extension", "user"),

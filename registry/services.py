@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import IO, Any
 
 from django.contrib.auth import get_user_model
@@ -286,6 +286,7 @@ def version_create(
                     type=manifest.type,
                     description=manifest.description,
                 )
+                assert actor.user is not None  # _require_publish_rights checked it
                 Ownership.objects.create(extension=extension, user=actor.user, added_by=actor.user)
                 created = True
         except IntegrityError:
@@ -538,7 +539,7 @@ def token_create(
         # A token cannot outlive the token that created it.
         limit = actor.token.expires_at
         wanted_expiry = timezone.now() + timedelta(days=expires_in_days) if expires_in_days else None
-        expires_at = min(limit, wanted_expiry) if wanted_expiry else limit
+        expires_at: datetime | None = min(limit, wanted_expiry) if wanted_expiry else limit
     else:
         expires_at = timezone.now() + timedelta(days=expires_in_days) if expires_in_days else None
     secret = generate_token()

@@ -10,7 +10,7 @@ import logging
 import shutil
 from collections.abc import Iterator
 from datetime import datetime
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from django.conf import settings
 from django.core.files import File
@@ -109,7 +109,7 @@ def delete(key: str) -> None:
 
 
 def open_file(key: str) -> IO[bytes]:
-    return _call("open", _storage().open, key, "rb")  # type: ignore[no-any-return]
+    return cast(IO[bytes], _call("open", _storage().open, key, "rb"))
 
 
 def download_to(key: str, target: IO[bytes]) -> None:
@@ -145,7 +145,7 @@ def list_keys(prefix: str) -> Iterator[tuple[str, datetime | None]]:
             key = f"{directory}/{name}"
             try:
                 modified = storage.get_modified_time(key)
-            except (NotImplementedError, *_ERRORS):
+            except (NotImplementedError, *_ERRORS):  # type: ignore[misc]
                 modified = None
             yield key, modified
         for sub in dirs:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+    from django.contrib.auth.models import User
 
     from registry.models import ApiToken
 
@@ -59,7 +59,7 @@ def scope_allows(scopes: list[str] | tuple[str, ...], action: str, name: str) ->
 class Actor:
     """Who is making a request: a user, through a token (scoped) or a session (all scopes)."""
 
-    user: AbstractBaseUser | AnonymousUser | None
+    user: User | None
     token: ApiToken | None = None
     address: str | None = None
 
