@@ -11,8 +11,10 @@ Semantics (SPEC 2.3 and 3.2):
   to a conflict further down, resolvelib backtracks to an older one;
 - pre-releases only match a constraint that names a pre-release of the same ``MAJOR.MINOR.PATCH``,
   or everywhere with ``include_prereleases=True`` (``Constraint.contains``);
-- yanked versions are never chosen unless some requirement pins exactly that version (``=1.2.3``)
-  or ``locked`` names it;
+- yanked versions are never chosen unless the request pins exactly that version (a root
+  requirement ``=1.2.3``) or ``locked`` names it. A dependency's exact pin does not revive a yanked
+  version (the author's old pin is not the user's intent); the failure then says how to force it.
+  The rule holds for the whole resolution, whatever order resolvelib meets the requirements in;
 - with ``runtime_version``, versions whose ``[compatibility] provisioning_version`` excludes it are
   never chosen;
 - a ``locked`` version that still satisfies every requirement is preferred; a pin that cannot be
@@ -288,13 +290,14 @@ class _Name:
     """Everything the provider precomputes about one name. Bit ``i`` of a mask stands for
     ``candidates[i]``; candidates are sorted newest first."""
 
-    __slots__ = ("allowed", "candidates", "full", "index", "lists", "locked_bit", "masks", "runtime_ok")
+    __slots__ = ("allowed", "candidates", "full", "index", "lists", "locked_bit", "masks")
 
     def __init__(
         self,
         versions: Sequence[Candidate],
         runtime: Version | None,
         locked: Version | None,
+        pinned: Iterable[Version],
     ) -> None:
         unique: dict[Version, Candidate] = {}
         for candidate in sorted(versions, key=_version_of, reverse=True):
@@ -309,11 +312,15 @@ class _Name:
                 runtime_ok |= 1 << i
             if candidate.yanked:
                 yanked |= 1 << i
-        self.runtime_ok = runtime_ok
-        self.allowed = runtime_ok & ~yanked
         locked_index = self.index.get(locked) if locked is not None else None
         self.locked_bit = (1 << locked_index) & runtime_ok if locked_index is not None else 0
-        self.masks: dict[Constraint, tuple[int, int]] = {}
+        revived = self.locked_bit  # yanked versions the request pins exactly, or locks
+        for version in pinned:
+            if version in self.index:
+                revived |= 1 << self.index[version]
+        #: the candidates the rules let through: suiting the runtime, and not yanked unless revived
+        self.allowed = runtime_ok & (~yanked | revived)
+        self.masks: dict[Constraint, int] = {}
         self.lists: dict[int, list[Candidate]] = {}
 
 
@@ -330,12 +337,14 @@ class _Provider(AbstractProvider[Requirement, Candidate, str]):
         include_prereleases: bool,
         runtime: Version | None,
         locked: Mapping[str, Version],
+        pinned: Mapping[str, set[Version]],
         max_extensions: int,
     ) -> None:
         self.catalogue = catalogue
         self.include_prereleases = include_prereleases
         self.runtime = runtime
         self.locked = locked
+        self.pinned = pinned
         self.max_extensions = max_extensions
         self.names: dict[str, _Name] = {}
         self.seen: dict[int, Candidate] = {}  # candidates whose dependencies were asked for
@@ -348,39 +357,32 @@ class _Provider(AbstractProvider[Requirement, Candidate, str]):
         if info is None:
             if len(self.names) >= self.max_extensions:
                 raise _TooManyExtensions
-            info = _Name(self.catalogue.versions(name), self.runtime, self.locked.get(name))
+            info = _Name(self.catalogue.versions(name), self.runtime, self.locked.get(name), self.pinned.get(name, ()))
             self.names[name] = info
         return info
 
-    def mask(self, info: _Name, constraint: Constraint) -> tuple[int, int]:
-        """The candidates ``constraint`` admits, and the one it pins exactly (if any, and if that one
-        suits the runtime): the exact pin is what lets a yanked version through."""
+    def mask(self, info: _Name, constraint: Constraint) -> int:
+        """The candidates ``constraint`` admits, rules applied."""
         found = info.masks.get(constraint)
         if found is None:
             include = self.include_prereleases
-            admitted = 0
+            found = 0
             for i, candidate in enumerate(info.candidates):
                 if constraint.contains(candidate.version, include_prereleases=include):
-                    admitted |= 1 << i
-            exact_bit = 0
-            exact = constraint.exact
-            if exact is not None and exact in info.index:
-                exact_bit = (1 << info.index[exact]) & admitted & info.runtime_ok
-            found = (admitted, exact_bit)
+                    found |= 1 << i
+            found &= info.allowed
             info.masks[constraint] = found
         return found
 
     def admitted(self, name: str, requirements: Iterable[Requirement]) -> int:
         """The mask of candidates of ``name`` every requirement admits, rules applied."""
         info = self.info(name)
-        mask = info.full
-        exact = 0
+        mask = info.allowed
         masks = info.masks
         for requirement in requirements:
-            found = masks.get(requirement.constraint) or self.mask(info, requirement.constraint)
-            mask &= found[0]
-            exact |= found[1]
-        return mask & (info.allowed | exact | info.locked_bit)
+            found = masks.get(requirement.constraint)
+            mask &= self.mask(info, requirement.constraint) if found is None else found
+        return mask
 
     # resolvelib's interface ---------------------------------------------------------------------------
 
@@ -465,7 +467,7 @@ class _Provider(AbstractProvider[Requirement, Candidate, str]):
 
     # Explanations -----------------------------------------------------------------------------------
 
-    def why_skipped(self, candidate: Candidate, requirements: Sequence[Requirement]) -> tuple[str, str] | None:
+    def why_skipped(self, candidate: Candidate, requirements: Sequence[Requirement] = ()) -> tuple[str, str] | None:
         """Why a rule keeps ``candidate`` out although the constraints (pre-releases aside) admit it,
         as ``(rule, text)`` with rule ``runtime``, ``yanked`` or ``prerelease``; None if no rule does."""
         if not _runtime_ok(candidate, self.runtime):
@@ -474,9 +476,9 @@ class _Provider(AbstractProvider[Requirement, Candidate, str]):
             return "runtime", f"needs provisioning {describe_constraint(pv)}, the runtime is {self.runtime}"
         if candidate.yanked and not (
             self.locked.get(candidate.name) == candidate.version
-            or any(r.constraint.exact == candidate.version for r in requirements)
+            or candidate.version in self.pinned.get(candidate.name, ())
         ):
-            return "yanked", f"yanked; pin ={candidate.version} to use it anyway"
+            return "yanked", f"yanked; ask for {candidate.name} ={candidate.version} to use it anyway"
         if (
             candidate.version.is_prerelease
             and not self.include_prereleases
@@ -523,6 +525,7 @@ def resolve(
         include_prereleases=include_prereleases,
         runtime=runtime,
         locked=pins,
+        pinned=_exact_pins(roots),
         max_extensions=max_extensions,
     )
     search: _Search[Requirement, Candidate, str] = _Search(provider, BaseReporter())
@@ -578,6 +581,16 @@ def _parse_roots(requirements: Sequence[Requirement | str], limit: int) -> list[
                 details=[{"reason": "invalid_requirement", "path": path, "requirement": item, "message": exc.message}],
             ) from None
     return roots
+
+
+def _exact_pins(roots: Sequence[Requirement]) -> dict[str, set[Version]]:
+    """The versions the request pins exactly (``etcd =3.5.12``), which may be yanked ones."""
+    pins: dict[str, set[Version]] = {}
+    for requirement in roots:
+        exact = requirement.constraint.exact
+        if exact is not None:
+            pins.setdefault(requirement.name, set()).add(exact)
+    return pins
 
 
 def _parse_runtime(runtime_version: Version | str | None) -> Version | None:
@@ -690,7 +703,7 @@ def _locked_ignored(
         if index is None:
             reason = f"{name} {version} does not exist (any more)"
         elif not _runtime_ok(info.candidates[index], provider.runtime):
-            why = provider.why_skipped(info.candidates[index], [])
+            why = provider.why_skipped(info.candidates[index])
             reason = f"{name} {version} {why[1] if why else 'does not suit the runtime'}"
         else:
             against = [

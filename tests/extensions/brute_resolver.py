@@ -52,9 +52,9 @@ def violations(
         if runtime is not None and pv is not None and not pv.contains(runtime, include_prereleases=True):
             problems.append(f"{candidate} does not suit runtime {runtime}")
         if candidate.yanked and locked.get(name) != candidate.version:
-            pinned = any(r.name == name and r.constraint.exact == candidate.version for r, _ in requirements)
+            pinned = any(r.name == name and r.constraint.exact == candidate.version for r in roots)
             if not pinned:
-                problems.append(f"{candidate} is yanked and neither pinned exactly nor locked")
+                problems.append(f"{candidate} is yanked and neither pinned exactly by the request nor locked")
     reached = reachable(roots, solution)
     if reached is None or set(reached) != set(solution):
         problems.append("the solution holds names the roots do not reach")

@@ -265,13 +265,25 @@ def test_a_yanked_version_is_skipped_and_reported() -> None:
     result = resolve(["etcd"], YANKED)
     assert versions_of(result) == {"etcd": "3.5.9"}
     assert result.skipped == [
-        {"name": "etcd", "version": "3.5.12", "rule": "yanked", "why": "yanked; pin =3.5.12 to use it anyway"}
+        {
+            "name": "etcd",
+            "version": "3.5.12",
+            "rule": "yanked",
+            "why": "yanked; ask for etcd =3.5.12 to use it anyway",
+        }
     ]
 
 
 @pytest.mark.parametrize(
     ("requirements", "locked"),
-    [(["etcd =3.5.12"], None), (["etcd 3.5.12"], None), (["pinner"], None), (["etcd"], {"etcd": "3.5.12"})],
+    [
+        (["etcd =3.5.12"], None),
+        (["etcd 3.5.12"], None),
+        (["etcd", "etcd =3.5.12"], None),
+        (["pinner", "etcd =3.5.12"], None),
+        (["etcd"], {"etcd": "3.5.12"}),
+        (["pinner"], {"etcd": "3.5.12"}),
+    ],
 )
 def test_a_yanked_version_is_chosen_when_pinned_exactly_or_locked(
     requirements: list[str], locked: dict[str, str] | None
@@ -281,11 +293,20 @@ def test_a_yanked_version_is_chosen_when_pinned_exactly_or_locked(
     assert result.skipped == []
 
 
+def test_a_dependency_pinning_a_yanked_version_does_not_revive_it() -> None:
+    error = failure(["pinner"], YANKED)
+    assert error.message == (
+        "cannot resolve pinner: pinner 1.0.0 requires etcd =3.5.12, but no version of etcd matches "
+        "(available: 3.5.9, 3.5.12; skipped: 3.5.12 (yanked; ask for etcd =3.5.12 to use it anyway))"
+    )
+
+
 def test_a_range_that_only_admits_yanked_versions_fails_and_says_why() -> None:
     error = failure(["gone"], YANKED)
     assert error.message == (
         "cannot resolve gone: you asked for gone, but no version of gone matches (available: 1.0.0, 1.1.0; "
-        "skipped: 1.1.0 (yanked; pin =1.1.0 to use it anyway), 1.0.0 (yanked; pin =1.0.0 to use it anyway))"
+        "skipped: 1.1.0 (yanked; ask for gone =1.1.0 to use it anyway), "
+        "1.0.0 (yanked; ask for gone =1.0.0 to use it anyway))"
     )
     assert [(s["version"], s["rule"]) for s in error.details[0]["skipped"]] == [
         ("1.1.0", "yanked"),
