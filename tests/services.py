@@ -568,9 +568,11 @@ def celery_worker_factory(
     """Start real Celery workers for this test (see the module docstring); all are stopped after it."""
     from registry.celery import app
 
+    # Saved before the settings change: app.conf reads Django's settings live, so saving after
+    # would "restore" the worker's values and leave later tests of this process non-eager.
+    saved = {key: app.conf[key] for key in ("broker_url", "task_always_eager")}
     settings.CELERY_BROKER_URL = redis_url
     settings.CELERY_TASK_ALWAYS_EAGER = False
-    saved = {key: app.conf[key] for key in ("broker_url", "task_always_eager")}
     app.conf.update(broker_url=redis_url, task_always_eager=False)
     _reset_celery_connections(app)
     workers: list[CeleryWorker] = []
