@@ -24,7 +24,8 @@ Semantics (SPEC 2.3 and 3.2):
 
 Every failure is a ``ResolutionError`` (``resolution_failed``) whose message is one line for people
 and whose ``details`` is a list of dicts with a ``reason`` (``conflict``, ``no_matching_version``,
-``unknown``, ``cycle``, ``too_complex``, ``too_many_requirements``, ``invalid_requirement``) plus the
+``unknown``, ``cycle``, ``too_complex``, ``too_many_requirements``, ``invalid_requirement``,
+``invalid_runtime_version``, ``invalid_locked_version``) plus the
 fields that reason needs: the requirements involved and who asked for them (``required_by``, and a
 ``chain`` from a root requirement), the versions that exist, and the versions skipped and why.
 
