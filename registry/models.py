@@ -35,6 +35,9 @@ class Extension(models.Model):
         related_name="extensions",
     )
     downloads = models.BigIntegerField(default=0)
+    # The index document (registry.indexdocs), rewritten in every transaction that changes it.
+    index_json = models.TextField(blank=True)
+    index_etag = models.CharField(max_length=64, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -32,6 +32,7 @@ from registry.errors import (
     UnknownDependency,
     VersionExists,
 )
+from registry.indexdocs import refresh_index
 from registry.models import (
     ApiToken,
     AuditEvent,
@@ -381,7 +382,18 @@ def extension_refresh(extension: Extension) -> None:
         extension.type = latest.type
         keywords = latest.manifest.get("keywords") or []
         extension.keywords_text = ("," + ",".join(keywords) + ",") if keywords else ""
-    extension.save(update_fields=["latest_version", "description", "type", "keywords_text", "updated_at"])
+    refresh_index(extension)
+    extension.save(
+        update_fields=[
+            "latest_version",
+            "description",
+            "type",
+            "keywords_text",
+            "index_json",
+            "index_etag",
+            "updated_at",
+        ]
+    )
 
 
 # --- yanking ------------------------------------------------------------------------------------

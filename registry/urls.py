@@ -6,7 +6,7 @@ from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
 
 from builds import apis as build_apis
 from builds import metrics as build_metrics
-from registry import apis, apis_write, metrics, views
+from registry import apis, apis_resolve, apis_write, metrics, views
 
 api = "api/v1/"
 
@@ -37,6 +37,13 @@ urlpatterns = [
     path(f"{api}tokens/", apis_write.TokensApi.as_view(), name="tokens"),
     # Keep this lookup after every other two-segment route under extensions/ (e.g. a future
     # extensions/taskservs/install): it matches any extensions/WORD/WORD.
+    path(f"{api}index/<str:name>", apis_resolve.index_document, name="index-document"),
+    path(f"{api}resolve", apis_resolve.ResolveApi.as_view(), name="resolve"),
+    path(
+        f"{api}extensions/<str:kinds>/install",
+        apis_resolve.InstallPlanApi.as_view(),
+        name="install-plan",
+    ),
     path(f"{api}extensions/<str:type>/<str:name>", apis.ProvidedLookupApi.as_view(), name="extension-lookup"),
     path(f"{api}schema/extension.json", apis.ManifestSchemaApi.as_view(), name="manifest-schema"),
     path("metrics", metrics.metrics_view(extra=[build_metrics.BuildCollector()]), name="metrics"),

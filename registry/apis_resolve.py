@@ -1,0 +1,142 @@
+"""Resolution endpoints: ``POST /api/v1/resolve``, the install plan
+(``POST /api/v1/extensions/{kind}s/install``), and the cacheable index document
+(``GET /api/v1/index/{name}``, a plain Django view: it is the hottest read)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.http import require_safe
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from registry import resolution
+from registry.api import ApiView, ok
+from registry.errors import BadRequest, NotFound
+from registry.exceptions import error_body
+from registry.models import Extension
+
+INDEX_CACHE_CONTROL = "public, max-age=0, must-revalidate"
+
+
+def _base_url(request: HttpRequest) -> str:
+    return settings.REGISTRY_PUBLIC_URL or request.build_absolute_uri("/").rstrip("/")
+
+
+def _etag_matches(header: str, etag: str) -> bool:
+    if not header:
+        return False
+    if header.strip() == "*":
+        return True
+    for candidate in header.split(","):
+        candidate = candidate.strip()
+        if candidate.startswith("W/"):
+            candidate = candidate[2:]
+        if candidate == etag:
+            return True
+    return False
+
+
+@require_safe
+def index_document(request: HttpRequest, name: str) -> HttpResponse:
+    """Every version of one extension with sha256, size, yanked, dependencies, compatibility and
+    provides, in the envelope. Canonical bytes (identical data, identical bytes), ETag, 304."""
+    row = Extension.objects.filter(name=name).values_list("index_etag", "index_json").first()
+    if row is None or not row[1]:
+        return JsonResponse(error_body("not_found", f"no extension named {name!r}"), status=404)
+    etag = f'"{row[0]}"'
+    headers = {"ETag": etag, "Cache-Control": INDEX_CACHE_CONTROL, "Vary": "Accept-Encoding"}
+    if _etag_matches(request.META.get("HTTP_IF_NONE_MATCH", ""), etag):
+        return HttpResponse(status=304, headers=headers)
+    body = b'{"success":true,"data":' + row[1].encode("utf-8") + b"}"
+    return HttpResponse(body, content_type="application/json", headers=headers)
+
+
+class ResolveInput(serializers.Serializer):
+    requirements = serializers.ListField(
+        child=serializers.CharField(max_length=1200, trim_whitespace=True),
+        allow_empty=False,
+        max_length=resolution.MAX_REQUIREMENTS,
+    )
+    runtime_version = serializers.CharField(max_length=256, required=False, allow_null=True)
+    include_prereleases = serializers.BooleanField(required=False, default=False)
+    locked = serializers.DictField(
+        child=serializers.CharField(max_length=256), required=False, allow_empty=True, default=dict
+    )
+
+    def validate_locked(self, value: dict[str, str]) -> dict[str, str]:
+        if len(value) > 1000:
+            raise serializers.ValidationError("at most 1000 locked versions")
+        return value
+
+
+def _valid(serializer_class: type[serializers.Serializer], data: Any) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise BadRequest("the request body must be a JSON object")
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+class ResolveApi(ApiView):
+    """POST /api/v1/resolve: the newest versions satisfying every constraint, in install order."""
+
+    throttle_classes: list[Any] = []
+
+    @extend_schema(
+        operation_id="resolve",
+        request=ResolveInput,
+        responses={
+            200: OpenApiResponse(description="resolved set and install order"),
+            422: OpenApiResponse(description="resolution_failed, explained in details"),
+        },
+        tags=["resolve"],
+    )
+    def post(self, request: Request) -> Response:
+        data = _valid(ResolveInput, request.data)
+        result = resolution.resolve_requirements(
+            requirements=data["requirements"],
+            runtime_version=data.get("runtime_version"),
+            include_prereleases=data["include_prereleases"],
+            locked=data.get("locked") or None,
+        )
+        return ok(resolution.resolution_data(result, _base_url(request)))
+
+
+class InstallInput(serializers.Serializer):
+    name = serializers.CharField(max_length=64)
+    version = serializers.CharField(max_length=256, required=False, allow_null=True, allow_blank=True)
+    runtime_version = serializers.CharField(max_length=256, required=False, allow_null=True)
+
+
+_KINDS = {"taskservs": "taskserv", "clusters": "cluster", "providers": "provider"}
+
+
+class InstallPlanApi(ApiView):
+    """POST /api/v1/extensions/taskservs/install (also clusters, providers): the install plan."""
+
+    throttle_classes: list[Any] = []
+
+    @extend_schema(
+        operation_id="install_plan",
+        request=InstallInput,
+        responses={200: OpenApiResponse(description="the install plan")},
+        tags=["resolve"],
+    )
+    def post(self, request: Request, kinds: str) -> Response:
+        kind = _KINDS.get(kinds)
+        if kind is None:
+            raise NotFound(f"no install endpoint for {kinds!r}: use one of {', '.join(sorted(_KINDS))}")
+        data = _valid(InstallInput, request.data)
+        plan = resolution.install_plan(
+            kind=kind,
+            name=data["name"],
+            version=data.get("version") or None,
+            runtime_version=data.get("runtime_version"),
+            base_url=_base_url(request),
+        )
+        return ok(plan)

@@ -1,0 +1,180 @@
+"""Server-side resolution: the shared resolver (`extensions.resolver`) over the index documents
+stored on each extension's row, exactly the documents clients resolve over, so both sides give the
+same answers for the same data.
+
+Parsed candidates are kept per process, keyed by the document's ETag: a request reads every
+(name, ETag) pair in one query and re-parses only documents that changed, so versions are parsed
+once and a publish, yank or unyank in any process is seen by the next request in every process."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from extensions.index import parse_index
+from extensions.resolver import Candidate, Resolution, resolve
+from registry.errors import BadRequest, NotFound
+from registry.models import Extension, Provide
+
+_lock = threading.Lock()
+_parsed: dict[str, tuple[str, tuple[Candidate, ...]]] = {}  # name -> (etag, candidates newest first)
+
+MAX_REQUIREMENTS = 200
+
+
+class DatabaseCatalogue:
+    """A resolver `Catalogue` over the materialised index documents, with a per-process cache."""
+
+    def __init__(self) -> None:
+        self._etags: dict[str, str] = dict(Extension.objects.values_list("name", "index_etag"))
+        self._local: dict[str, tuple[Candidate, ...]] = {}
+
+    def versions(self, name: str) -> Sequence[Candidate]:
+        found = self._local.get(name)
+        if found is not None:
+            return found
+        etag = self._etags.get(name)
+        if not etag:
+            self._local[name] = ()
+            return ()
+        with _lock:
+            cached = _parsed.get(name)
+        if cached is not None and cached[0] == etag:
+            found = cached[1]
+        else:
+            row = Extension.objects.filter(name=name).values_list("index_etag", "index_json").first()
+            if row is None or not row[1]:
+                found = ()
+            else:
+                _, candidates = parse_index(row[1], name=name)
+                found = tuple(reversed(candidates))
+                with _lock:
+                    _parsed[name] = (row[0], found)
+        self._local[name] = found
+        return found
+
+    def names(self) -> Iterable[str]:
+        return sorted(name for name, etag in self._etags.items() if etag)
+
+
+def download_url(base_url: str, name: str, version: str) -> str:
+    return f"{base_url}/api/v1/extensions/{name}/versions/{version}/download"
+
+
+def _entry(candidate: Candidate, base_url: str) -> dict[str, Any]:
+    return {
+        "name": candidate.name,
+        "version": str(candidate.version),
+        "type": candidate.type,
+        "sha256": candidate.sha256,
+        "size": candidate.size,
+        "yanked": candidate.yanked,
+        "download_url": download_url(base_url, candidate.name, str(candidate.version)),
+        "dependencies": [str(requirement) for requirement in candidate.dependencies],
+    }
+
+
+def resolution_data(resolution: Resolution, base_url: str) -> dict[str, Any]:
+    return {
+        "resolved": [_entry(resolution.resolved[name], base_url) for name in resolution.install_order],
+        "install_order": list(resolution.install_order),
+        "locked_ignored": [dict(item) for item in resolution.locked_ignored],
+        "skipped": [dict(item) for item in resolution.skipped],
+    }
+
+
+def resolve_requirements(
+    *,
+    requirements: Sequence[str],
+    runtime_version: str | None,
+    include_prereleases: bool,
+    locked: Mapping[str, str] | None,
+) -> Resolution:
+    """Resolve against the registry's catalogue (ResolutionError, 422, when impossible)."""
+    if len(requirements) > MAX_REQUIREMENTS:
+        raise BadRequest(f"too many requirements: {len(requirements)}; at most {MAX_REQUIREMENTS} at once")
+    return resolve(
+        list(requirements),
+        DatabaseCatalogue(),
+        runtime_version=runtime_version,
+        include_prereleases=include_prereleases,
+        locked=locked,
+    )
+
+
+def _extension_for(kind: str, name: str) -> str:
+    """The extension that provides ``kind`` NAME (an extension of that name first)."""
+    if Extension.objects.filter(name=name).exclude(index_etag="").exists():
+        return name
+    provider = (
+        Provide.objects.filter(kind=kind, name=name, version__yanked=False)
+        .order_by("-version__published_at")
+        .values_list("version__extension__name", flat=True)
+        .first()
+    )
+    if provider is None:
+        from difflib import get_close_matches
+
+        known = list(Provide.objects.filter(kind=kind).values_list("name", flat=True).distinct())
+        close = get_close_matches(name, known, n=3)
+        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        raise NotFound(f"no {kind} named {name!r} in this registry{hint}")
+    return str(provider)
+
+
+def install_plan(
+    *, kind: str, name: str, version: str | None, runtime_version: str | None, base_url: str
+) -> dict[str, Any]:
+    """What installing a taskserv (or cluster, provider) takes: the resolved set in install order
+    with download URLs and digests, and what each needs from the host."""
+    extension = _extension_for(kind, name)
+    requirement = f"{extension} ={version}" if version else extension
+    resolution = resolve_requirements(
+        requirements=[requirement], runtime_version=runtime_version, include_prereleases=False, locked=None
+    )
+    manifests = _manifests(resolution)
+    entries = []
+    system_packages: set[str] = set()
+    required_env: set[str] = set()
+    for item in resolution_data(resolution, base_url)["resolved"]:
+        manifest = manifests.get((item["name"], item["version"]), {})
+        needs = {
+            "system_packages": list(manifest.get("system_packages", [])),
+            "required_env": list(manifest.get("required_env", [])),
+            "optional_env": list(manifest.get("optional_env", [])),
+        }
+        system_packages.update(needs["system_packages"])
+        required_env.update(needs["required_env"])
+        entries.append({**item, **needs})
+    chosen = resolution.resolved[extension]
+    return {
+        "name": name,
+        "kind": kind,
+        "extension": extension,
+        "version": str(chosen.version),
+        "install_order": list(resolution.install_order),
+        "extensions": entries,
+        "system_packages": sorted(system_packages),
+        "required_env": sorted(required_env),
+    }
+
+
+def _manifests(resolution: Resolution) -> dict[tuple[str, str], dict[str, Any]]:
+    from registry.models import Version
+
+    wanted = {(name, str(c.version)) for name, c in resolution.resolved.items()}
+    rows = Version.objects.filter(extension__name__in=[n for n, _ in wanted]).values_list(
+        "extension__name", "version", "manifest"
+    )
+    return {(n, v): m for n, v, m in rows if (n, v) in wanted}
+
+
+def requirements_from(value: Any) -> list[str]:
+    """Validate the ``requirements`` field of a resolve request."""
+    if not isinstance(value, list) or not value or not all(isinstance(r, str) for r in value):
+        raise BadRequest(
+            'requirements must be a non-empty list of strings such as "kubernetes ^1.28" or "cilium"',
+            details=[{"path": "requirements", "message": "a non-empty list of strings"}],
+        )
+    return list(value)
