@@ -5,7 +5,7 @@ let workers = [
     {name: "build-amd64-0", address: "10.10.6.10"}
     {name: "build-arm64-0", address: "10.10.6.20", platforms: ["linux/arm64", "linux/arm/v7"]}
 ]
-let s = {workers: $workers, mirrors: {"docker.io": "mirror.gcr.io"}}
+let s = {workers: $workers, mirrors: {"registry.example.com": "mirror.example.com"}}
 
 assert equal (buildkit-validate $s) []
 assert equal (buildkit-validate {}) ["workers: at least one build machine is needed"]
@@ -22,7 +22,8 @@ assert equal $cfg.grpc.address ["unix:///run/buildkit/buildkitd.sock", "tcp://10
 assert equal $cfg.worker.oci.enabled false
 assert equal $cfg.worker.containerd.platforms ["linux/arm64", "linux/arm/v7"]
 assert equal $cfg.worker.containerd.gckeepstorage 20000
-assert equal ($cfg.registry | get "docker.io" | get mirrors) ["mirror.gcr.io"]
+assert equal ($cfg.registry | get "registry.example.com" | get mirrors) ["mirror.example.com"]
+assert equal (buildkit-config {} $workers.0 | get registry) {}
 assert equal (buildkit-config {} $workers.0 | get worker.containerd.platforms) ["linux/amd64"]
 
 let cmds = (buildkit-buildx-commands $s --certs "/home/ci/.buildkit")

@@ -11,6 +11,10 @@ export def kubernetes-ha-defaults []: nothing -> record {
         workers: []
         pod_cidr: "10.244.0.0/16"
         service_cidr: "10.96.0.0/12"
+        image_registry: "registry.example.com"
+        apt_repository: "https://packages.example.com/kubernetes"
+        chart_repository: "https://charts.example.com/cilium"
+        helm_mirror: "https://mirror.example.com/helm"
     }
 }
 
@@ -35,6 +39,13 @@ export def kubernetes-ha-validate [settings: record]: nothing -> list<string> {
         if ($outside | is-not-empty) { $errors = ($errors | append $"api_vip ($s.api_vip) is not in the /24 of ($outside | str join ', '); keepalived needs one L2 segment") }
     }
     if $s.lb_port == 6443 { $errors = ($errors | append "lb_port must differ from 6443, where the local kube-apiserver listens") }
+    if ($s.image_registry | is-empty) or ($s.image_registry | str contains "://") {
+        $errors = ($errors | append $"image_registry '($s.image_registry)' must be a registry host such as registry.example.com, without a scheme")
+    }
+    for key in [apt_repository chart_repository helm_mirror] {
+        let url = ($s | get $key)
+        if not ($url | str starts-with "https://") { $errors = ($errors | append $"($key) '($url)' must be an https URL") }
+    }
     $errors
 }
 
@@ -64,7 +75,8 @@ export def kubernetes-ha-join-order [settings: record]: nothing -> list<record> 
     $cps | append ($s.workers | each {|n| {name: $n.name, action: "join", wave: $wave} })
 }
 
-# The task services to install, in order, with the nodes and settings for each.
+# The task services to install, in order, with the nodes and settings for each. kubernetes pulls from
+# image_registry and installs from apt_repository; cilium uses chart_repository and helm_mirror.
 export def kubernetes-ha-taskservs [settings: record]: nothing -> list<record> {
     let errors = (kubernetes-ha-validate $settings)
     if ($errors | is-not-empty) { error make {msg: ($errors | str join "; ")} }
@@ -80,10 +92,12 @@ export def kubernetes-ha-taskservs [settings: record]: nothing -> list<record> {
             pod_cidr: $s.pod_cidr, service_cidr: $s.service_cidr, kube_proxy: false
             etcd: {mode: "external", endpoints: $endpoints}
             nodes: ($k8s_nodes | each {|n| {name: $n.name, address: $n.address, role: (if "control-plane" in $n.roles { "control-plane" } else { "worker" })} })
+            image_repository: $s.image_registry, apt_repository: $s.apt_repository
         }}
         {taskserv: "cilium", nodes: [($s.control_planes | first | get name)], settings: {
             kube_proxy_replacement: true, k8s_service_host: $s.api_vip, k8s_service_port: $s.lb_port
             routing: "vxlan", hubble: true
+            chart_repository: $s.chart_repository, helm_mirror: $s.helm_mirror
         }}
     ]
 }

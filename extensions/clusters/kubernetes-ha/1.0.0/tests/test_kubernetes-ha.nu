@@ -42,6 +42,17 @@ assert equal $ts.1.settings.control_plane_endpoint "10.10.1.100:8443"
 assert equal $ts.1.settings.kube_proxy false
 assert equal ($ts.1.settings.nodes | where role == "control-plane" | length) 3
 assert equal [$ts.2.settings.kube_proxy_replacement $ts.2.settings.k8s_service_host $ts.2.settings.k8s_service_port] [true "10.10.1.100" 8443]
+# registries and repositories: example.com placeholders unless set, handed to the task services
+assert equal [$ts.1.settings.image_repository $ts.1.settings.apt_repository] ["registry.example.com" "https://packages.example.com/kubernetes"]
+assert equal [$ts.2.settings.chart_repository $ts.2.settings.helm_mirror] ["https://charts.example.com/cilium" "https://mirror.example.com/helm"]
+let mirrored = (kubernetes-ha-taskservs ($s | merge {image_registry: "mirror.example.com/k8s", apt_repository: "https://mirror.example.com/kubernetes", chart_repository: "https://mirror.example.com/charts/cilium", helm_mirror: "https://mirror.example.com/helm"}))
+assert equal $mirrored.1.settings.image_repository "mirror.example.com/k8s"
+assert equal $mirrored.1.settings.apt_repository "https://mirror.example.com/kubernetes"
+assert equal $mirrored.2.settings.chart_repository "https://mirror.example.com/charts/cilium"
+assert equal (kubernetes-ha-validate ($s | merge {image_registry: "https://registry.example.com", chart_repository: "http://charts.example.com/cilium"})) [
+    "image_registry 'https://registry.example.com' must be a registry host such as registry.example.com, without a scheme"
+    "chart_repository 'http://charts.example.com/cilium' must be an https URL"
+]
 assert error { kubernetes-ha-taskservs ($s | merge {control_planes: ($cps | first 1)}) }
 
 assert equal (kubernetes-ha-keepalived-peers $s | select state priority) [[state priority]; [MASTER 150] [BACKUP 140] [BACKUP 130]]

@@ -23,6 +23,16 @@ assert equal $k8s.nodes [{name: "edge-0", address: "192.168.56.10", role: "contr
 assert equal $k8s.etcd.mode "stacked"
 assert equal $k8s.cluster_name "edge-lab"
 assert equal $ts.0.settings.systemd_cgroup true
+# one registry for the sandbox image and the control plane images, placeholders by default
+assert equal $ts.0.settings.sandbox_image "registry.example.com/pause:3.9"
+assert equal [$k8s.image_repository $k8s.apt_repository] ["registry.example.com" "https://packages.example.com/kubernetes"]
+let mirrored = (kubernetes-single-taskservs ($settings | merge {image_registry: "mirror.example.com/k8s", apt_repository: "https://mirror.example.com/kubernetes"}))
+assert equal $mirrored.0.settings.sandbox_image "mirror.example.com/k8s/pause:3.9"
+assert equal [$mirrored.1.settings.image_repository $mirrored.1.settings.apt_repository] ["mirror.example.com/k8s" "https://mirror.example.com/kubernetes"]
+assert equal (kubernetes-single-validate ($settings | merge {image_registry: "https://registry.example.com", apt_repository: "http://packages.example.com/kubernetes"})) [
+    "image_registry 'https://registry.example.com' must be a registry host such as registry.example.com, without a scheme"
+    "apt_repository 'http://packages.example.com/kubernetes' must be an https URL, e.g. https://packages.example.com/kubernetes"
+]
 assert error { kubernetes-single-taskservs {node: {address: ""}} }
 
 let plan = (kubernetes-single-plan $settings)

@@ -19,6 +19,8 @@ export def cilium-defaults []: nothing -> record {
         encryption: "none"
         hubble: true
         hubble_ui: false
+        chart_repository: "https://charts.example.com/cilium"
+        helm_mirror: "https://mirror.example.com/helm"
     }
 }
 
@@ -36,6 +38,10 @@ export def cilium-validate [settings: record]: nothing -> list<string> {
     if $s.encryption not-in [none wireguard ipsec] { $errors = ($errors | append $"encryption ($s.encryption) must be none, wireguard or ipsec") }
     if $s.cluster_id < 0 or $s.cluster_id > 255 { $errors = ($errors | append $"cluster_id ($s.cluster_id) must be 0-255") }
     if $s.hubble_ui and not $s.hubble { $errors = ($errors | append "hubble_ui needs hubble") }
+    for key in [chart_repository helm_mirror] {
+        let url = ($s | get $key)
+        if not ($url | str starts-with "https://") { $errors = ($errors | append $"($key) '($url)' must be an https URL") }
+    }
     $errors
 }
 
@@ -65,13 +71,14 @@ export def cilium-helm-values [settings: record]: nothing -> record {
     } else { $values }
 }
 
-# Ordered steps: helm, the chart, and a status check.
+# Ordered steps: helm (from helm_mirror when missing), the chart repository, the chart, and a status check.
 export def cilium-install-plan [settings: record]: nothing -> list<record> {
     let s = (cilium-defaults | merge $settings)
     let values = (cilium-helm-values $settings)
+    let helm_tarball = $"($s.helm_mirror | str trim --right --char '/')/helm-v($HELM_VERSION)-linux-amd64.tar.gz"
     [
-        {name: "helm", kind: "run", run: $"command -v helm >/dev/null || curl -fsSL https://get.helm.sh/helm-v($HELM_VERSION)-linux-amd64.tar.gz | tar -xz -C /usr/local/bin --strip-components=1 linux-amd64/helm"}
-        {name: "repository", kind: "run", run: "helm repo add cilium https://helm.cilium.io/ --force-update"}
+        {name: "helm", kind: "run", run: $"command -v helm >/dev/null || curl -fsSL ($helm_tarball) | tar -xz -C /usr/local/bin --strip-components=1 linux-amd64/helm"}
+        {name: "repository", kind: "run", run: $"helm repo add cilium ($s.chart_repository) --force-update"}
         {name: "values", kind: "file", dest: "/etc/provisioning/cilium-values.yaml", content: ($values | to yaml)}
         {name: "install", kind: "run", run: $"helm upgrade --install cilium cilium/cilium --version ($s.version) --namespace kube-system --values /etc/provisioning/cilium-values.yaml --wait"}
         {name: "rollout", kind: "run", run: "kubectl -n kube-system rollout status daemonset/cilium --timeout=5m"}

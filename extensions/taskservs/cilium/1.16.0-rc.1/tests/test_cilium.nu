@@ -32,6 +32,12 @@ assert error { cilium-helm-values {routing: "native"} }
 
 let plan = (cilium-install-plan {hubble_ui: true})
 assert equal ($plan | get name) ["helm", "repository", "values", "install", "rollout"]
+assert str contains $plan.0.run "curl -fsSL https://mirror.example.com/helm/helm-v3.15.2-linux-amd64.tar.gz | tar -xz"
+assert equal $plan.1.run "helm repo add cilium https://charts.example.com/cilium --force-update"
+let mirrored = (cilium-install-plan {chart_repository: "https://mirror.example.com/charts/cilium", helm_mirror: "https://mirror.example.com/helm/"})
+assert equal $mirrored.1.run "helm repo add cilium https://mirror.example.com/charts/cilium --force-update"
+assert str contains $mirrored.0.run "https://mirror.example.com/helm/helm-v3.15.2-linux-amd64.tar.gz"
+assert equal (cilium-validate {chart_repository: "http://charts.example.com/cilium", helm_mirror: "mirror.example.com"}) ["chart_repository 'http://charts.example.com/cilium' must be an https URL", "helm_mirror 'mirror.example.com' must be an https URL"]
 assert str contains $plan.3.run "cilium/cilium --version 1.16.0-rc.1 --devel --namespace kube-system"
 assert equal ($plan.2.content | from yaml | get hubble.ui.enabled) true
 

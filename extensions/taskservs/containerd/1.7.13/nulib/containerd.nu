@@ -9,7 +9,7 @@ export def containerd-defaults []: nothing -> record {
         arch: "amd64"
         root: "/var/lib/containerd"
         state: "/run/containerd"
-        sandbox_image: "registry.k8s.io/pause:3.9"
+        sandbox_image: "registry.example.com/pause:3.9"
         snapshotter: "overlayfs"
         systemd_cgroup: true
         max_concurrent_downloads: 3
@@ -58,10 +58,10 @@ export def containerd-config [settings: record]: nothing -> record {
     }
 }
 
-# certs.d/<registry>/hosts.toml for a pull-through mirror.
+# certs.d/<registry>/hosts.toml for a pull-through mirror. There is no `server` line: containerd tries
+# the mirror first and then falls back to the registry's own endpoint, which it derives from the name.
 export def containerd-hosts-toml [registry: string, mirror: string]: nothing -> string {
-    let upstream = if $registry == "docker.io" { "https://registry-1.docker.io" } else { $"https://($registry)" }
-    [$"server = \"($upstream)\"" "" $"[host.\"($mirror)\"]" "  capabilities = [\"pull\", \"resolve\"]" ""] | str join "\n"
+    [$"# pulls from ($registry) go through this mirror first" $"[host.\"($mirror)\"]" "  capabilities = [\"pull\", \"resolve\"]" ""] | str join "\n"
 }
 
 # Ordered steps that install and start containerd.

@@ -10,6 +10,7 @@ export def coredns-defaults []: nothing -> record {
         cache_ttl: 30
         stub_zones: {}
         hosts: {}
+        image_registry: "registry.example.com"
     }
 }
 
@@ -37,6 +38,9 @@ export def coredns-validate [settings: record]: nothing -> list<string> {
     for zone in ($s.stub_zones | transpose name servers) {
         if ($zone.servers | is-empty) { $errors = ($errors | append $"stub_zones.($zone.name) needs at least one server") }
     }
+    if ($s.image_registry | is-empty) or ($s.image_registry | str contains "://") {
+        $errors = ($errors | append $"image_registry '($s.image_registry)' must be a registry host such as registry.example.com, without a scheme")
+    }
     $errors
 }
 
@@ -62,16 +66,17 @@ export def coredns-corefile [settings: record]: nothing -> string {
     $main | append $stubs | str join "\n" | $in + "\n"
 }
 
-# Steps that replace the kubeadm-installed CoreDNS configuration and image.
+# Steps that replace the kubeadm-installed CoreDNS configuration and image. Images come from
+# image_registry: <image_registry>/coredns, the name kubeadm uses for any registry but its own default.
 export def coredns-install-plan [settings: record]: nothing -> list<record> {
     let s = (coredns-defaults | merge $settings)
     let corefile = (coredns-corefile $settings)
     [
         {name: "corefile", kind: "file", dest: "/etc/provisioning/coredns/Corefile", content: $corefile}
         {name: "configmap", kind: "run", run: "kubectl -n kube-system create configmap coredns --from-file=Corefile=/etc/provisioning/coredns/Corefile --dry-run=client -o yaml | kubectl apply -f -"}
-        {name: "image", kind: "run", run: $"kubectl -n kube-system set image deployment/coredns coredns=registry.k8s.io/coredns/coredns:v($s.version)"}
+        {name: "image", kind: "run", run: $"kubectl -n kube-system set image deployment/coredns coredns=($s.image_registry)/coredns:v($s.version)"}
         {name: "replicas", kind: "run", run: $"kubectl -n kube-system scale deployment/coredns --replicas=($s.replicas)"}
         {name: "rollout", kind: "run", run: "kubectl -n kube-system rollout restart deployment/coredns && kubectl -n kube-system rollout status deployment/coredns --timeout=3m"}
-        {name: "resolve", kind: "run", run: $"kubectl run dnscheck --rm -i --restart=Never --image=busybox:1.36 -- nslookup kubernetes.default.svc.($s.dns_domain) (coredns-cluster-ip $s.service_cidr)"}
+        {name: "resolve", kind: "run", run: $"kubectl run dnscheck --rm -i --restart=Never --image=($s.image_registry)/busybox:1.36 -- nslookup kubernetes.default.svc.($s.dns_domain) (coredns-cluster-ip $s.service_cidr)"}
     ]
 }

@@ -14,6 +14,7 @@ export def grafana-defaults []: nothing -> record {
         anonymous: false
         allow_sign_up: false
         plugins: []
+        apt_repository: "https://packages.example.com/grafana"
     }
 }
 
@@ -30,6 +31,7 @@ export def grafana-validate [settings: record]: nothing -> list<string> {
     let names = (["Prometheus"] | append ($s.datasources | get -o name | default []))
     let dupes = ($names | uniq --repeated)
     if ($dupes | is-not-empty) { $errors = ($errors | append $"datasources: duplicate names ($dupes | str join ', ')") }
+    if not ($s.apt_repository | str starts-with "https://") { $errors = ($errors | append $"apt_repository '($s.apt_repository)' must be an https URL, e.g. https://packages.example.com/grafana") }
     $errors
 }
 
@@ -63,12 +65,14 @@ export def grafana-ini-lines [settings: record]: nothing -> list<string> {
 }
 
 # Ordered steps that install Grafana and provision its data sources.
+# The apt repository (or your mirror of it) serves the packages and its signing key, gpg.key.
 export def grafana-install-plan [settings: record]: nothing -> list<record> {
     let s = (grafana-defaults | merge $settings)
+    let repo = ($s.apt_repository | str trim --right --char "/")
     let datasources = (grafana-datasources $settings | to yaml)
     let plugins = ($s.plugins | each {|p| {name: $"plugin ($p)", kind: "run", run: $"grafana-cli plugins install ($p)"} })
     [
-        {name: "repository", kind: "run", run: "install -d /etc/apt/keyrings && curl -fsSL https://apt.grafana.com/gpg.key | gpg --dearmor --yes -o /etc/apt/keyrings/grafana.gpg && echo 'deb [signed-by=/etc/apt/keyrings/grafana.gpg] https://apt.grafana.com stable main' > /etc/apt/sources.list.d/grafana.list"}
+        {name: "repository", kind: "run", run: $"install -d /etc/apt/keyrings && curl -fsSL ($repo)/gpg.key | gpg --dearmor --yes -o /etc/apt/keyrings/grafana.gpg && echo 'deb [signed-by=/etc/apt/keyrings/grafana.gpg] ($repo) stable main' > /etc/apt/sources.list.d/grafana.list"}
         {name: "packages", kind: "run", run: $"apt-get update && apt-get install -y grafana=($s.version) && apt-mark hold grafana"}
         {name: "config", kind: "file", dest: "/etc/grafana/grafana.ini", content: ((grafana-ini-lines $s | str join "\n") + "\n")}
         {name: "password", kind: "run", run: "umask 077 && printf 'GRAFANA_ADMIN_PASSWORD=%s\\n' \"$GRAFANA_ADMIN_PASSWORD\" > /etc/grafana/admin.env"}

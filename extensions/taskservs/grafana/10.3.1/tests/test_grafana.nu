@@ -29,6 +29,11 @@ assert equal ("root_url = https://g.example/" in (grafana-ini-lines {root_url: "
 
 let plan = (grafana-install-plan {plugins: ["grafana-clock-panel"]})
 assert equal ($plan | get name) ["repository", "packages", "config", "password", "unit override", "datasources", "plugin grafana-clock-panel", "start", "health"]
+assert str contains $plan.0.run "curl -fsSL https://packages.example.com/grafana/gpg.key | gpg --dearmor"
+assert str contains $plan.0.run "echo 'deb [signed-by=/etc/apt/keyrings/grafana.gpg] https://packages.example.com/grafana stable main' > /etc/apt/sources.list.d/grafana.list"
+assert str contains (grafana-install-plan {apt_repository: "https://mirror.example.com/grafana/"} | get 0.run) "] https://mirror.example.com/grafana stable main'"
+assert equal (grafana-validate {apt_repository: "http://packages.example.com/grafana"}) ["apt_repository 'http://packages.example.com/grafana' must be an https URL, e.g. https://packages.example.com/grafana"]
+assert error { grafana-install-plan {apt_repository: "packages.example.com/grafana"} }
 assert str contains $plan.1.run "grafana=10.3.1"
 assert equal ($plan.5.content | from yaml | get datasources.0.type) "prometheus"
 assert str contains $plan.4.content "EnvironmentFile=/etc/grafana/admin.env"

@@ -12,7 +12,8 @@ export def kubernetes-defaults []: nothing -> record {
         dns_domain: "cluster.local"
         api_port: 6443
         control_plane_endpoint: ""
-        image_repository: "registry.k8s.io"
+        image_repository: "registry.example.com"
+        apt_repository: "https://packages.example.com/kubernetes"
         cri_socket: "unix:///run/containerd/containerd.sock"
         kube_proxy: true
         etcd: {mode: "stacked", endpoints: [], pki_dir: "/etc/kubernetes/pki/etcd"}
@@ -66,6 +67,7 @@ export def kubernetes-validate [settings: record]: nothing -> list<string> {
     }
     if $s.etcd.mode not-in [stacked external] { $errors = ($errors | append $"etcd.mode ($s.etcd.mode) must be stacked or external") }
     if $s.etcd.mode == "external" and ($s.etcd.endpoints | is-empty) { $errors = ($errors | append "etcd.endpoints is required when etcd.mode is external") }
+    if not ($s.apt_repository | str starts-with "https://") { $errors = ($errors | append $"apt_repository '($s.apt_repository)' must be an https URL, e.g. https://packages.example.com/kubernetes") }
     $errors
 }
 
@@ -78,13 +80,20 @@ export def kubernetes-node-roles [nodes: list<record>]: nothing -> list<record> 
     $first | append $others | append ($workers | each {|n| $n | merge {role: "worker", action: "join", order: 2} })
 }
 
-# Images `kubeadm config images list` would pull.
+# The apt repository of this minor release: <apt_repository>/v1.xx/deb/.
+export def kubernetes-apt-repository [settings: record]: nothing -> string {
+    let s = (with-defaults $settings)
+    $"($s.apt_repository | str trim --right --char '/')/v($MINOR)/deb/"
+}
+
+# Images `kubeadm config images list` would pull. Outside kubeadm's built-in default repository
+# CoreDNS is <image_repository>/coredns, without the extra coredns/ level.
 export def kubernetes-images [settings: record]: nothing -> list<string> {
     let s = (with-defaults $settings)
     let r = $s.image_repository
     let core = ([kube-apiserver kube-controller-manager kube-scheduler kube-proxy] | each {|c| $"($r)/($c):v($s.version)" })
     let etcd = if $s.etcd.mode == "stacked" { [$"($r)/etcd:($IMAGES.etcd)"] } else { [] }
-    $core | append [$"($r)/pause:($IMAGES.pause)"] | append $etcd | append [$"($r)/coredns/coredns:($IMAGES.coredns)"]
+    $core | append [$"($r)/pause:($IMAGES.pause)"] | append $etcd | append [$"($r)/coredns:($IMAGES.coredns)"]
 }
 
 # kubeadm configuration documents for one node (pipe each to `to yaml`, join with ---).
@@ -121,7 +130,7 @@ export def kubernetes-install-plan [settings: record, node_name: string]: nothin
     if ($errors | is-not-empty) { error make {msg: ($errors | str join "; ")} }
     let s = (with-defaults $settings)
     let node = (kubernetes-node-roles $s.nodes | where name == $node_name | first)
-    let repo = $"https://pkgs.k8s.io/core:/stable:/v($MINOR)/deb/"
+    let repo = (kubernetes-apt-repository $s)
     let pkg = $"($s.version)-1.1"
     let action = match $node.action {
         "init" => $"kubeadm init --config /etc/kubernetes/kubeadm-config.yaml --upload-certs"

@@ -36,16 +36,19 @@ assert equal ($roles | select name action) [[name action]; [cp-0 init] [cp-1 joi
 
 # images for 1.28 (external etcd: no etcd image)
 let images = (kubernetes-images $ha)
-assert equal ($images | first) "registry.k8s.io/kube-apiserver:v1.28.6"
-assert equal ("registry.k8s.io/coredns/coredns:v1.10.1" in $images) true
+assert equal ($images | first) "registry.example.com/kube-apiserver:v1.28.6"
+assert equal ("registry.example.com/coredns:v1.10.1" in $images) true
+assert equal ("registry.example.com/pause:3.9" in $images) true
 assert equal ($images | any {|i| $i | str contains "/etcd:" }) false
-assert equal ("registry.k8s.io/etcd:3.5.9-0" in (kubernetes-images {})) true
+assert equal ("registry.example.com/etcd:3.5.9-0" in (kubernetes-images {})) true
+assert equal (kubernetes-images {image_repository: "mirror.example.com/k8s"} | first) "mirror.example.com/k8s/kube-apiserver:v1.28.6"
 
 # kubeadm configuration
 let docs = (kubernetes-kubeadm-config ($ha | merge {kube_proxy: false}) "cp-1")
 assert equal ($docs | get kind) [InitConfiguration ClusterConfiguration KubeletConfiguration]
 assert equal $docs.0.apiVersion "kubeadm.k8s.io/v1beta3"
 assert equal $docs.0.skipPhases ["addon/kube-proxy"]
+assert equal $docs.1.imageRepository "registry.example.com"
 assert equal $docs.1.kubernetesVersion "v1.28.6"
 assert equal $docs.1.controlPlaneEndpoint "k8s-api.example.internal:6443"
 assert equal $docs.1.etcd.external.caFile "/etc/kubernetes/pki/etcd/ca.crt"
@@ -58,6 +61,9 @@ let plan = (kubernetes-install-plan $ha "cp-1")
 assert equal ($plan | last | get name) "join-control-plane"
 assert str contains ($plan | last | get run) "--control-plane"
 assert str contains ($plan | where name == "packages" | first | get run) "kubelet=1.28.6-1.1"
-assert str contains ($plan | where name == "repository" | first | get content) "pkgs.k8s.io/core:/stable:/v1.28/deb/"
+assert equal ($plan | where name == "repository" | first | get content) "deb [signed-by=/etc/apt/keyrings/kubernetes-apt-keyring.gpg] https://packages.example.com/kubernetes/v1.28/deb/ /\n"
+assert str contains ($plan | where name == "repository key" | first | get run) "curl -fsSL https://packages.example.com/kubernetes/v1.28/deb/Release.key | gpg"
+assert equal (kubernetes-apt-repository {apt_repository: "https://mirror.example.com/k8s/"}) "https://mirror.example.com/k8s/v1.28/deb/"
+assert equal (kubernetes-validate ($ha | merge {apt_repository: "http://mirror.example.com/k8s"})) ["apt_repository 'http://mirror.example.com/k8s' must be an https URL, e.g. https://packages.example.com/kubernetes"]
 assert equal (kubernetes-install-plan $ha "cp-0" | last | get run) "kubeadm init --config /etc/kubernetes/kubeadm-config.yaml --upload-certs"
 assert error { kubernetes-install-plan ($ha | merge {nodes: []}) "cp-0" }

@@ -14,6 +14,7 @@ export def postgresql-defaults []: nothing -> record {
         wal_level: "replica"
         ssl: true
         allowed_networks: []
+        apt_repository: "https://packages.example.com/postgresql"
     }
 }
 
@@ -50,6 +51,7 @@ export def postgresql-validate [settings: record]: nothing -> list<string> {
     for net in $s.allowed_networks {
         if not ($net =~ '^(\d{1,3}\.){3}\d{1,3}/\d{1,2}$') { $errors = ($errors | append $"allowed_networks: '($net)' is not an IPv4 CIDR") }
     }
+    if not ($s.apt_repository | str starts-with "https://") { $errors = ($errors | append $"apt_repository '($s.apt_repository)' must be an https URL, e.g. https://packages.example.com/postgresql") }
     $errors
 }
 
@@ -77,15 +79,18 @@ export def postgresql-hba [settings: record]: nothing -> list<string> {
     ] | append ($s.allowed_networks | each {|net| $"($kind | fill -w 8)all             all             ($net | fill -w 24)scram-sha-256" })
 }
 
-# Ordered steps that install and configure the server.
+# Ordered steps that install and configure the server. The PGDG apt repository (or your mirror of it)
+# serves the packages and the repository's signing key, ACCC4CF8.asc.
 export def postgresql-install-plan [settings: record]: nothing -> list<record> {
     let errors = (postgresql-validate $settings)
     if ($errors | is-not-empty) { error make {msg: ($errors | str join "; ")} }
     let s = (postgresql-defaults | merge $settings)
     let etc = $"/etc/postgresql/($MAJOR)/main"
+    let repo = ($s.apt_repository | str trim --right --char "/")
+    let key = "/usr/share/postgresql-common/pgdg/pgdg.asc"
     [
-        {name: "repository", kind: "run", run: "install -d /usr/share/postgresql-common/pgdg && curl -fsSLo /usr/share/postgresql-common/pgdg/apt.postgresql.org.asc https://www.postgresql.org/media/keys/ACCC4CF8.asc"}
-        {name: "sources", kind: "run", run: "echo \"deb [signed-by=/usr/share/postgresql-common/pgdg/apt.postgresql.org.asc] https://apt.postgresql.org/pub/repos/apt $(. /etc/os-release && echo $VERSION_CODENAME)-pgdg main\" > /etc/apt/sources.list.d/pgdg.list"}
+        {name: "repository", kind: "run", run: $"install -d /usr/share/postgresql-common/pgdg && curl -fsSLo ($key) ($repo)/ACCC4CF8.asc"}
+        {name: "sources", kind: "run", run: $"echo \"deb [signed-by=($key)] ($repo) $\(. /etc/os-release && echo $VERSION_CODENAME\)-pgdg main\" > /etc/apt/sources.list.d/pgdg.list"}
         {name: "packages", kind: "run", run: $"apt-get update && apt-get install -y postgresql-($MAJOR) postgresql-client-($MAJOR)"}
         {name: "config", kind: "template", template: "postgresql.conf.j2", dest: $"($etc)/conf.d/provisioning.conf"}
         {name: "hba", kind: "file", dest: $"($etc)/pg_hba.conf", content: ((postgresql-hba $s | str join "\n") + "\n")}

@@ -40,6 +40,10 @@ assert equal (postgresql-hba {ssl: false, allowed_networks: ["10.0.0.0/8"]} | la
 
 let plan = (postgresql-install-plan {allowed_networks: ["10.10.0.0/16"]})
 assert equal ($plan | get name) ["repository", "sources", "packages", "config", "hba", "restart", "password", "check"]
+assert equal $plan.0.run "install -d /usr/share/postgresql-common/pgdg && curl -fsSLo /usr/share/postgresql-common/pgdg/pgdg.asc https://packages.example.com/postgresql/ACCC4CF8.asc"
+assert equal $plan.1.run "echo \"deb [signed-by=/usr/share/postgresql-common/pgdg/pgdg.asc] https://packages.example.com/postgresql $(. /etc/os-release && echo $VERSION_CODENAME)-pgdg main\" > /etc/apt/sources.list.d/pgdg.list"
+assert str contains (postgresql-install-plan {apt_repository: "https://mirror.example.com/pgdg/"} | get 1.run) "] https://mirror.example.com/pgdg $("
+assert equal (postgresql-validate {apt_repository: "ftp://mirror.example.com/pgdg"}) ["apt_repository 'ftp://mirror.example.com/pgdg' must be an https URL, e.g. https://packages.example.com/postgresql"]
 assert str contains $plan.2.run "postgresql-15 postgresql-client-15"
 assert equal $plan.3.dest "/etc/postgresql/15/main/conf.d/provisioning.conf"
 assert equal ($plan.4.content | lines | length) 4

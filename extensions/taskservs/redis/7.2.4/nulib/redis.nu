@@ -15,6 +15,7 @@ export def redis-defaults []: nothing -> record {
         snapshots: [[seconds changes]; [3600 1] [300 100] [60 10000]]
         requirepass: false
         databases: 16
+        apt_repository: "https://packages.example.com/redis"
     }
 }
 
@@ -40,6 +41,7 @@ export def redis-validate [settings: record]: nothing -> list<string> {
     if ($public | is-not-empty) and not $s.requirepass {
         $errors = ($errors | append $"bind ($public | str join ' ') listens beyond localhost; set requirepass = true and REDIS_PASSWORD")
     }
+    if not ($s.apt_repository | str starts-with "https://") { $errors = ($errors | append $"apt_repository '($s.apt_repository)' must be an https URL, e.g. https://packages.example.com/redis") }
     $errors
 }
 
@@ -63,15 +65,17 @@ export def redis-conf-lines [settings: record]: nothing -> list<string> {
     ] | append (if $s.requirepass { ["include /etc/redis/auth.conf"] } else { [] })
 }
 
-# Ordered steps that install and start Redis.
+# Ordered steps that install and start Redis. The Redis apt repository (or your mirror of it) is laid
+# out as upstream: the signing key at <apt_repository>/gpg, the packages under <apt_repository>/deb.
 export def redis-install-plan [settings: record]: nothing -> list<record> {
     let s = (redis-defaults | merge $settings)
     let conf = ((redis-conf-lines $settings | str join "\n") + "\n")
+    let repo = ($s.apt_repository | str trim --right --char "/")
     let auth = if $s.requirepass {
         [{name: "password", kind: "run", run: "umask 077 && printf 'requirepass %s\\n' \"$REDIS_PASSWORD\" > /etc/redis/auth.conf && chown redis:redis /etc/redis/auth.conf"}]
     } else { [] }
     [
-        {name: "repository", kind: "run", run: "curl -fsSL https://packages.redis.io/gpg | gpg --dearmor --yes -o /usr/share/keyrings/redis-archive-keyring.gpg && echo \"deb [signed-by=/usr/share/keyrings/redis-archive-keyring.gpg] https://packages.redis.io/deb $(lsb_release -cs) main\" > /etc/apt/sources.list.d/redis.list"}
+        {name: "repository", kind: "run", run: $"curl -fsSL ($repo)/gpg | gpg --dearmor --yes -o /usr/share/keyrings/redis-archive-keyring.gpg && echo \"deb [signed-by=/usr/share/keyrings/redis-archive-keyring.gpg] ($repo)/deb $\(lsb_release -cs\) main\" > /etc/apt/sources.list.d/redis.list"}
         {name: "packages", kind: "run", run: $"apt-get update && apt-get install -y redis-server=6:($s.version)-1rl1~$\(lsb_release -cs\)1 redis-tools=6:($s.version)-1rl1~$\(lsb_release -cs\)1"}
         {name: "overcommit", kind: "run", run: "echo 'vm.overcommit_memory = 1' > /etc/sysctl.d/60-redis.conf && sysctl -p /etc/sysctl.d/60-redis.conf"}
         {name: "config", kind: "file", dest: "/etc/redis/redis.conf", content: $conf}

@@ -31,6 +31,9 @@ assert error { redis-conf-lines {bind: ["10.0.0.1"]} }
 
 let plan = (redis-install-plan {bind: ["10.10.4.10"], requirepass: true})
 assert equal ($plan | get name) ["repository", "packages", "overcommit", "config", "password", "restart", "check"]
+assert equal $plan.0.run "curl -fsSL https://packages.example.com/redis/gpg | gpg --dearmor --yes -o /usr/share/keyrings/redis-archive-keyring.gpg && echo \"deb [signed-by=/usr/share/keyrings/redis-archive-keyring.gpg] https://packages.example.com/redis/deb $(lsb_release -cs) main\" > /etc/apt/sources.list.d/redis.list"
+assert str contains (redis-install-plan {apt_repository: "https://mirror.example.com/redis/"} | get 0.run) "curl -fsSL https://mirror.example.com/redis/gpg | "
+assert equal (redis-validate {apt_repository: "http://mirror.example.com/redis"}) ["apt_repository 'http://mirror.example.com/redis' must be an https URL, e.g. https://packages.example.com/redis"]
 assert str contains $plan.1.run "redis-server=6:7.2.4-1rl1~"
 assert equal ($plan.4.run | str contains "s3cret") false
 assert str contains $plan.6.run "-a \"$REDIS_PASSWORD\""
