@@ -1,0 +1,202 @@
+"""``extensions.lock`` (TOML): exactly what an infrastructure directory has installed::
+
+    version = 1
+    registry = "http://127.0.0.1:8000"
+
+    [[extension]]
+    name = "kubernetes"
+    version = "1.28.6"
+    type = "taskserv"
+    sha256 = "…"
+    source = "http://127.0.0.1:8000/api/v1/extensions/kubernetes/versions/1.28.6/download"
+    dependencies = ["containerd ^1.7", "etcd >=3.5, <4"]
+
+`Lockfile.load` checks every key and names the bad one (``extension[2].sha256``); `Lockfile.dump`
+writes entries sorted by name through a temporary file and a rename, so a reader never sees half a
+lockfile, and the same content always gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from clients.errors import ClientError
+from extensions.errors import ExtensionError
+from extensions.names import NAME_RE
+from extensions.versions import Version, parse_requirement
+
+__all__ = ["LOCKFILE_NAME", "LOCKFILE_VERSION", "LockedExtension", "Lockfile"]
+
+LOCKFILE_NAME = "extensions.lock"
+LOCKFILE_VERSION = 1
+_TYPES = ("provider", "taskserv", "cluster", "template")
+_HEX = frozenset("0123456789abcdef")
+_HINT = "fix it, or write it again with `provisioning taskserv create` (or cluster/providers create)"
+
+
+@dataclass(frozen=True)
+class LockedExtension:
+    name: str
+    version: str
+    type: str
+    sha256: str
+    source: str
+    dependencies: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "version": self.version,
+            "type": self.type,
+            "sha256": self.sha256,
+            "source": self.source,
+            "dependencies": list(self.dependencies),
+        }
+
+
+@dataclass
+class Lockfile:
+    registry: str
+    extensions: list[LockedExtension] = field(default_factory=list)
+
+    # --- reading ----------------------------------------------------------------------------------
+
+    @classmethod
+    def load(cls, path: Path) -> Lockfile:
+        """Read and check a lockfile; `ClientError` naming the file and the key on anything wrong."""
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ClientError(
+                f"{path} does not exist: install something first (`provisioning taskserv create NAME --infra DIR`)",
+                code="not_found",
+            ) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ClientError(f"cannot read {path}: {exc}") from None
+        return cls.loads(text, path=str(path))
+
+    @classmethod
+    def loads(cls, text: str, *, path: str = LOCKFILE_NAME) -> Lockfile:
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ClientError(f"{path} is not valid TOML ({exc}); {_HINT}", code="invalid_lockfile") from None
+        return cls.from_dict(data, path=path)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, path: str = LOCKFILE_NAME) -> Lockfile:
+        def bad(key: str, message: str) -> ClientError:
+            return ClientError(f"{path}: {key}: {message}; {_HINT}", code="invalid_lockfile", details=[{"path": key}])
+
+        if data.get("version") != LOCKFILE_VERSION:
+            raise bad(
+                "version", f"{data.get('version')!r} is not supported: this client reads version {LOCKFILE_VERSION}"
+            )
+        registry = data.get("registry", "")
+        if not isinstance(registry, str):
+            raise bad("registry", "must be the registry's URL as a string")
+        entries = data.get("extension", [])
+        if not isinstance(entries, list):
+            raise bad("extension", "must be an array of tables ([[extension]])")
+        extensions: list[LockedExtension] = []
+        seen: set[str] = set()
+        for position, entry in enumerate(entries):
+            where = f"extension[{position}]"
+            if not isinstance(entry, dict):
+                raise bad(where, "must be a table with name, version, type, sha256, source and dependencies")
+            for key in ("name", "version", "type", "sha256", "source"):
+                if not isinstance(entry.get(key), str):
+                    raise bad(f"{where}.{key}", "is missing or not a string")
+            name, version, type_, sha256 = entry["name"], entry["version"], entry["type"], entry["sha256"]
+            if not NAME_RE.match(name):
+                raise bad(f"{where}.name", f"{name!r} is not an extension name (lower-case letters, digits and '-')")
+            if name in seen:
+                raise bad(f"{where}.name", f"{name!r} is locked twice: each extension appears once")
+            seen.add(name)
+            try:
+                Version.parse(version)
+            except ExtensionError as exc:
+                raise bad(f"{where}.version", exc.message) from None
+            if type_ not in _TYPES:
+                raise bad(f"{where}.type", f"{type_!r} is not a type: use one of {', '.join(_TYPES)}")
+            if len(sha256) != 64 or not set(sha256) <= _HEX:
+                raise bad(f"{where}.sha256", f"{sha256!r} is not a sha256: use 64 lower-case hexadecimal digits")
+            dependencies = entry.get("dependencies", [])
+            if not isinstance(dependencies, list) or not all(isinstance(d, str) for d in dependencies):
+                raise bad(f"{where}.dependencies", 'must be a list of requirements such as "etcd ^3.5"')
+            for index, text in enumerate(dependencies):
+                try:
+                    parse_requirement(text)
+                except ExtensionError as exc:
+                    raise bad(f"{where}.dependencies[{index}]", exc.message) from None
+            extensions.append(
+                LockedExtension(
+                    name=name,
+                    version=version,
+                    type=type_,
+                    sha256=sha256,
+                    source=entry["source"],
+                    dependencies=tuple(dependencies),
+                )
+            )
+        return cls(registry=registry, extensions=extensions)
+
+    # --- queries ----------------------------------------------------------------------------------
+
+    def get(self, name: str) -> LockedExtension | None:
+        return next((e for e in self.extensions if e.name == name), None)
+
+    def pins(self) -> dict[str, str]:
+        """name -> locked version (for `extensions.resolver.resolve(locked=...)`)."""
+        return {e.name: e.version for e in self.extensions}
+
+    def problems(self) -> list[str]:
+        """Dependencies the locked set does not satisfy (a hand-edited or merged lockfile)."""
+        found: list[str] = []
+        for entry in self.extensions:
+            for text in entry.dependencies:
+                requirement = parse_requirement(text)
+                locked = self.get(requirement.name)
+                if locked is None:
+                    found.append(f"{entry.name} {entry.version} requires {text}, which is not locked")
+                elif not requirement.constraint.contains(locked.version, include_prereleases=True):
+                    found.append(f"{entry.name} {entry.version} requires {text}, but {locked.version} is locked")
+        return found
+
+    # --- writing ----------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": LOCKFILE_VERSION,
+            "registry": self.registry,
+            "extension": [e.to_dict() for e in sorted(self.extensions, key=lambda e: e.name)],
+        }
+
+    def dumps(self) -> str:
+        return tomli_w.dumps(self.to_dict())
+
+    def dump(self, path: Path) -> None:
+        """Write the lockfile atomically (a temporary file beside it, then a rename)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                os.fchmod(handle.fileno(), 0o644)  # a project file, not a private one (mkstemp's 0600)
+                handle.write(self.dumps())
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)

@@ -1,0 +1,562 @@
+"""The registry's HTTP API as Python calls (httpx, no Django).
+
+    client = RegistryClient("http://127.0.0.1:8000", token="pvr_...", cache_dir=home / "cache")
+    client.search("kubernetes")                 # the envelope's data
+    client.index("etcd")                        # the index document's bytes (ETag-cached), or None
+    client.download("etcd", "3.5.12", expected_sha256="...", target=path)
+
+Every answer is unwrapped from the SPEC envelope; an error envelope becomes `RegistryError` (its
+``code``, HTTP ``status`` and ``details``), a refused, reset or timed-out connection
+`RegistryUnavailable`, a download cut short `DownloadInterrupted`, bytes that do not hash to the
+expected digest `IntegrityError`. A token is sent only where the API needs one (publish, yank,
+tokens), so a stale stored token never breaks reading the catalog.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import secrets
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import filelock
+import httpx
+
+from clients.errors import ClientError
+from extensions.errors import ExtensionError
+from extensions.index import IndexCatalogue, parse_index
+from extensions.names import NAME_RE
+
+__all__ = [
+    "DownloadInterrupted",
+    "IntegrityError",
+    "ProgressCallback",
+    "RegistryClient",
+    "RegistryError",
+    "RegistryUnavailable",
+    "file_sha256",
+]
+
+ProgressCallback = Callable[[int, "int | None"], None]
+"""Called with (bytes done, total bytes or None) as a transfer advances."""
+
+CHUNK = 64 * 1024
+USER_AGENT = "provisioning-client/0.1"
+FINAL_BUILD_STATES = ("succeeded", "failed")
+_SHA256_RE = re.compile(r"[0-9a-f]{64}", re.ASCII)
+
+
+class RegistryError(ClientError):
+    """The registry answered with an error envelope (or with something that is not the envelope)."""
+
+    def __init__(self, message: str, *, code: str = "error", status: int = 0, details: list[Any] | None = None) -> None:
+        super().__init__(message, code=code, details=details)
+        self.status = status
+
+
+class RegistryUnavailable(ClientError):
+    """The registry could not be reached (connection refused or reset, timeout), or ``offline``
+    forbids asking it."""
+
+    def __init__(self, message: str, *, code: str = "registry_unavailable") -> None:
+        super().__init__(message, code=code)
+
+
+class DownloadInterrupted(RegistryUnavailable):
+    """A download stopped before its last byte. Nothing was kept; running again retries."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="download_interrupted")
+
+
+class IntegrityError(ClientError):
+    """Bytes that do not hash to the sha256 they must have (a download, a stored package, a tree)."""
+
+    def __init__(self, message: str, *, details: list[Any] | None = None) -> None:
+        super().__init__(message, code="integrity_error", details=details)
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def check_sha256(value: str, *, what: str = "sha256") -> str:
+    if not isinstance(value, str) or not _SHA256_RE.fullmatch(value):
+        raise ClientError(f"{what} {value!r} is not a sha256: use 64 lower-case hexadecimal digits", code="bad_request")
+    return value
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
+
+
+class RegistryClient:
+    """One registry, over HTTP. Use it as a context manager, or call `close()`."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: str | None = None,
+        cache_dir: Path | None = None,
+        timeout: float = 30.0,
+        offline: bool = False,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self.offline = offline
+        self._http = httpx.Client(
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
+            headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
+        )
+
+    # --- plumbing ---------------------------------------------------------------------------------
+
+    def __enter__(self) -> RegistryClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def url(self, path: str) -> str:
+        return f"{self.base_url}/{path.lstrip('/')}"
+
+    def download_url(self, name: str, version: str) -> str:
+        return self.url(f"api/v1/extensions/{name}/versions/{version}/download")
+
+    def _auth(self, what: str) -> dict[str, str]:
+        if not self.token:
+            raise ClientError(
+                f"{what} needs an API token: pass --token, set PROVISIONING_TOKEN, "
+                "or run `provisioning registry login`",
+                code="unauthenticated",
+            )
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def _check_online(self, what: str) -> None:
+        if self.offline:
+            raise RegistryUnavailable(f"{what} needs the registry, but --offline was given: drop --offline to ask it")
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        self._check_online(f"{method} {path}")
+        try:
+            return self._http.request(method, self.url(path), **kwargs)
+        except httpx.TransportError as exc:
+            raise self._unavailable(exc) from None
+
+    def _unavailable(self, exc: BaseException) -> RegistryUnavailable:
+        return RegistryUnavailable(
+            f"cannot reach the registry at {self.base_url}: {_short(exc)} "
+            "(check --registry or PROVISIONING_REGISTRY; --offline works from the local store and cache)"
+        )
+
+    def _data(self, response: httpx.Response, *, what: str) -> Any:
+        """The envelope's ``data``, or the error it carries."""
+        try:
+            body = response.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            body = None
+        if isinstance(body, dict) and body.get("success") is True and "data" in body and response.is_success:
+            return body["data"]
+        raise self._error(response, body, what=what)
+
+    def _error(self, response: httpx.Response, body: Any, *, what: str) -> RegistryError:
+        error = body.get("error") if isinstance(body, dict) else None
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            message = error["message"]
+            if response.status_code == 429 and response.headers.get("Retry-After"):
+                message += f" (retry after {response.headers['Retry-After']} s)"
+            details = error.get("details")
+            return RegistryError(
+                message,
+                code=str(error.get("code") or "error"),
+                status=response.status_code,
+                details=details if isinstance(details, list) else [],
+            )
+        return RegistryError(
+            f"{what}: the registry at {self.base_url} answered HTTP {response.status_code} "
+            f"without the JSON envelope (is {self.base_url} a provisioning registry?)",
+            code="bad_response",
+            status=response.status_code,
+        )
+
+    def _get(self, path: str, *, params: Mapping[str, Any] | None = None) -> Any:
+        response = self._send("GET", path, params={k: v for k, v in (params or {}).items() if v is not None})
+        return self._data(response, what=f"GET {path}")
+
+    # --- reading the catalog ----------------------------------------------------------------------
+
+    def search(
+        self, q: str = "", *, type: str | None = None, keyword: str | None = None, limit: int = 20, offset: int = 0
+    ) -> dict[str, Any]:
+        """``GET /api/v1/extensions/``: ``{"items", "total", "limit", "offset"}``."""
+        data: dict[str, Any] = self._get(
+            "api/v1/extensions/", params={"q": q, "type": type, "keyword": keyword, "limit": limit, "offset": offset}
+        )
+        return data
+
+    def extension(self, name: str) -> dict[str, Any]:
+        """``GET /api/v1/extensions/{name}/``: metadata, owners, versions."""
+        data: dict[str, Any] = self._get(f"api/v1/extensions/{name}/")
+        return data
+
+    def version(self, name: str, version: str) -> dict[str, Any]:
+        """``GET /api/v1/extensions/{name}/versions/{version}/``: manifest, dependencies, sha256..."""
+        data: dict[str, Any] = self._get(f"api/v1/extensions/{name}/versions/{version}/")
+        return data
+
+    def lookup(self, type: str, name: str) -> dict[str, Any]:
+        """``GET /api/v1/extensions/{type}/{name}``: the extension providing TYPE NAME (``provided_by``)."""
+        data: dict[str, Any] = self._get(f"api/v1/extensions/{type}/{name}")
+        return data
+
+    def provided(self, kind: str) -> list[dict[str, Any]]:
+        """``GET /api/v1/extensions/{kind}s``: every provided name of a kind (``taskserv`` or ``taskservs``)."""
+        kinds = kind if kind.endswith("s") else f"{kind}s"
+        data: list[dict[str, Any]] = self._get(f"api/v1/extensions/{kinds}")
+        return data
+
+    def resolve(
+        self,
+        requirements: Sequence[str],
+        *,
+        runtime_version: str | None = None,
+        include_prereleases: bool = False,
+        locked: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """``POST /api/v1/resolve`` (the registry resolves); a failure is ``RegistryError`` with
+        ``code == "resolution_failed"`` and the resolver's details."""
+        body: dict[str, Any] = {"requirements": list(requirements), "include_prereleases": include_prereleases}
+        if runtime_version is not None:
+            body["runtime_version"] = runtime_version
+        if locked:
+            body["locked"] = dict(locked)
+        response = self._send("POST", "api/v1/resolve", json=body)
+        data: dict[str, Any] = self._data(response, what="POST api/v1/resolve")
+        return data
+
+    # --- index documents --------------------------------------------------------------------------
+
+    def _index_paths(self, name: str) -> tuple[Path, Path, Path] | None:
+        if self.cache_dir is None:
+            return None
+        folder = self.cache_dir / "index"
+        return folder / f"{name}.json", folder / f"{name}.etag", folder / ".lock"
+
+    def cached_index(self, name: str) -> bytes | None:
+        """The cached index document of ``name`` (no network), or None."""
+        paths = self._index_paths(name) if NAME_RE.match(name) else None
+        if paths is None:
+            return None
+        try:
+            return paths[0].read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def cached_names(self) -> list[str]:
+        """The names whose index documents are cached."""
+        if self.cache_dir is None or not (self.cache_dir / "index").is_dir():
+            return []
+        return sorted(p.stem for p in (self.cache_dir / "index").glob("*.json") if NAME_RE.match(p.stem))
+
+    def index(self, name: str) -> bytes | None:
+        """The index document of ``name`` (canonical JSON bytes), or None when there is no such
+        extension. Cached with its ETag under ``cache_dir/index/``; a cached document is revalidated
+        with ``If-None-Match`` (a 304 reuses it); ``offline`` uses the cache only."""
+        if not NAME_RE.match(name):
+            return None  # cannot exist, and must never become a file name
+        paths = self._index_paths(name)
+        cached = self.cached_index(name)
+        if self.offline:
+            if cached is None:
+                raise RegistryUnavailable(
+                    f"offline: the index document of {name!r} is not in the cache "
+                    f"({paths[0] if paths else 'no cache directory'}); run once without --offline to fetch it"
+                )
+            return cached
+        headers = {}
+        if cached is not None and paths is not None and paths[1].exists():
+            headers["If-None-Match"] = paths[1].read_text(encoding="ascii").strip()
+        response = self._send("GET", f"api/v1/index/{name}", headers=headers)
+        if response.status_code == 304 and cached is not None:
+            return cached
+        if response.status_code == 404:
+            return None
+        data = self._data(response, what=f"GET api/v1/index/{name}")
+        try:
+            parse_index(data, name=name)
+        except ExtensionError as exc:
+            raise RegistryError(
+                f"the index document of {name!r} from {self.base_url} is not valid: {exc}", code="invalid_index"
+            ) from None
+        document = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        if paths is not None:
+            self._cache_index(paths, document, response.headers.get("ETag"))
+        return document
+
+    def _cache_index(self, paths: tuple[Path, Path, Path], document: bytes, etag: str | None) -> None:
+        body_path, etag_path, lock_path = paths
+        body_path.parent.mkdir(parents=True, exist_ok=True)
+        with filelock.FileLock(lock_path):
+            _atomic_write(body_path, document)
+            if etag:
+                _atomic_write(etag_path, etag.encode("ascii", "replace"))
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    etag_path.unlink()
+
+    def catalogue(self) -> IndexCatalogue:
+        """A resolver catalogue that loads index documents (through `index`) as names come up."""
+
+        def known() -> list[str]:
+            names = set(self.cached_names())
+            if not self.offline:
+                with contextlib.suppress(ClientError):
+                    names.update(item["name"] for item in self.search(limit=100)["items"])
+            return sorted(names)
+
+        return IndexCatalogue(loader=self.index, known_names=known)
+
+    # --- downloads --------------------------------------------------------------------------------
+
+    def download(
+        self,
+        name: str,
+        version: str,
+        *,
+        expected_sha256: str,
+        target: Path,
+        progress: ProgressCallback | None = None,
+    ) -> Path:
+        """Download NAME VERSION's package to ``target``. The bytes stream into a temporary file
+        beside it and are hashed on the way; only a complete file whose sha256 is ``expected_sha256``
+        is renamed to ``target``. A 302 to a presigned URL is followed. A cut connection, a short
+        body or a wrong digest leaves nothing behind (`DownloadInterrupted`, `IntegrityError`)."""
+        check_sha256(expected_sha256)
+        what = f"{name} {version}"
+        self._check_online(f"downloading {what}")
+        url = self.download_url(name, version)
+        target = Path(target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+        tmp = Path(tmp_name)
+        received = 0
+        total: int | None = None
+        try:
+            digest = hashlib.sha256()
+            with os.fdopen(fd, "wb") as handle:
+                try:
+                    with self._http.stream(
+                        "GET", url, follow_redirects=True, headers={"Accept": "application/gzip, application/json"}
+                    ) as response:
+                        if response.status_code != 200:
+                            response.read()
+                            raise self._error(response, _json_or_none(response), what=f"downloading {what}")
+                        announced = (response.headers.get("X-Checksum-Sha256") or "").strip().lower()
+                        if announced and announced != expected_sha256:
+                            raise IntegrityError(
+                                f"{what} from {url} is announced with sha256 {announced}, but {expected_sha256} "
+                                "is expected: the registry's package differs from the index or lockfile; "
+                                "nothing was downloaded"
+                            )
+                        length = response.headers.get("Content-Length")
+                        total = int(length) if length and length.isdigit() else None
+                        if progress is not None:
+                            progress(0, total)
+                        for chunk in response.iter_bytes(CHUNK):
+                            handle.write(chunk)
+                            digest.update(chunk)
+                            received += len(chunk)
+                            if progress is not None:
+                                progress(received, total)
+                except httpx.TransportError as exc:
+                    if received == 0 and not isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError):
+                        raise self._unavailable(exc) from None
+                    of = f" of {total}" if total is not None else ""
+                    raise DownloadInterrupted(
+                        f"the download of {what} from {url} was interrupted after {received}{of} bytes "
+                        f"({_short(exc)}); nothing was kept: run the command again to retry"
+                    ) from None
+            if total is not None and received != total:
+                raise DownloadInterrupted(
+                    f"the download of {what} from {url} ended after {received} of {total} bytes; "
+                    "nothing was kept: run the command again to retry"
+                )
+            actual = digest.hexdigest()
+            if actual != expected_sha256:
+                raise IntegrityError(
+                    f"{what} downloaded from {url} has sha256 {actual}, but {expected_sha256} is expected: "
+                    "the bytes were changed on the way or the index/lockfile does not match the registry; "
+                    "nothing was kept"
+                )
+            os.replace(tmp, target)
+            return target
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+
+    # --- publishing and builds --------------------------------------------------------------------
+
+    def publish(self, package: Path, *, progress: ProgressCallback | None = None) -> dict[str, Any]:
+        """``POST /api/v1/extensions/`` with the package as multipart field ``file``, streamed from
+        disk. Answers the build (``202``); a refusal is a `RegistryError` with the registry's code."""
+        package = Path(package)
+        try:
+            size = package.stat().st_size
+        except OSError as exc:
+            raise ClientError(
+                f"cannot read {package}: {exc.strerror}; give a package built by `extension build`"
+            ) from None
+        if not package.is_file():
+            raise ClientError(f"{package} is not a file: give a package NAME-VERSION.tar.gz built by `extension build`")
+        headers = self._auth("publishing")
+        boundary = secrets.token_hex(16)
+        filename = package.name.replace('"', "").replace("\r", "").replace("\n", "")
+        head = (
+            f"--{boundary}\r\n"
+            f'Content-Disposition: form-data; name="file"; filename="{filename}"\r\n'
+            "Content-Type: application/gzip\r\n\r\n"
+        ).encode()
+        tail = f"\r\n--{boundary}--\r\n".encode()
+
+        def body() -> Iterator[bytes]:
+            yield head
+            sent = 0
+            if progress is not None:
+                progress(0, size)
+            with open(package, "rb") as handle:
+                while chunk := handle.read(CHUNK):
+                    sent += len(chunk)
+                    yield chunk
+                    if progress is not None:
+                        progress(sent, size)
+            yield tail
+
+        headers.update(
+            {
+                "Content-Type": f"multipart/form-data; boundary={boundary}",
+                "Content-Length": str(len(head) + size + len(tail)),
+            }
+        )
+        response = self._send("POST", "api/v1/extensions/", content=body(), headers=headers)
+        data: dict[str, Any] = self._data(response, what="publishing")
+        return data
+
+    def build(self, build_id: str) -> dict[str, Any]:
+        """``GET /api/v1/builds/{id}/``: status, log (``[{step, status, seconds, message, at}]``), error, result."""
+        data: dict[str, Any] = self._get(f"api/v1/builds/{build_id}/")
+        return data
+
+    def wait_for_build(
+        self,
+        build_id: str,
+        *,
+        on_log: Callable[[dict[str, Any]], None] | None = None,
+        interval: float = 0.5,
+        timeout: float = 900.0,
+        first: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Follow a build until it succeeds or fails, calling ``on_log`` once per new log entry.
+        ``first`` is an answer already in hand (publish's); ``RegistryUnavailable`` past ``timeout``."""
+        seen = 0
+        deadline = time.monotonic() + timeout
+        data = first if first is not None else self.build(build_id)
+        while True:
+            log = data.get("log") or []
+            if len(log) < seen:  # a new attempt started the log again
+                seen = 0
+            for entry in log[seen:]:
+                if on_log is not None and isinstance(entry, dict):
+                    on_log(entry)
+            seen = len(log)
+            if data.get("status") in FINAL_BUILD_STATES:
+                return data
+            if time.monotonic() > deadline:
+                raise RegistryUnavailable(
+                    f"build {build_id} is still {data.get('status')} after {timeout:.0f} s; "
+                    f"follow it at {self.url(f'api/v1/builds/{build_id}/')}",
+                    code="timeout",
+                )
+            time.sleep(interval)
+            data = self.build(build_id)
+
+    # --- owners' actions and accounts -------------------------------------------------------------
+
+    def yank(self, name: str, version: str, *, reason: str) -> dict[str, Any]:
+        """``POST .../yank`` with the reason: ``{name, version, yanked, yanked_reason, yanked_at}``."""
+        path = f"api/v1/extensions/{name}/versions/{version}/yank"
+        response = self._send("POST", path, json={"reason": reason}, headers=self._auth("yanking"))
+        data: dict[str, Any] = self._data(response, what="yanking")
+        return data
+
+    def unyank(self, name: str, version: str) -> dict[str, Any]:
+        """``DELETE .../yank``: the version is chosen by resolution again."""
+        path = f"api/v1/extensions/{name}/versions/{version}/yank"
+        response = self._send("DELETE", path, headers=self._auth("undoing a yank"))
+        data: dict[str, Any] = self._data(response, what="undoing a yank")
+        return data
+
+    def create_token(
+        self,
+        *,
+        username: str,
+        password: str,
+        name: str,
+        scopes: Sequence[str] | None = None,
+        expires_in_days: int | None = None,
+    ) -> dict[str, Any]:
+        """``POST /api/v1/tokens/`` with HTTP Basic: the new token's row plus ``token``, the secret
+        (shown once)."""
+        body: dict[str, Any] = {"name": name}
+        if scopes:
+            body["scopes"] = list(scopes)
+        if expires_in_days is not None:
+            body["expires_in_days"] = expires_in_days
+        response = self._send("POST", "api/v1/tokens/", json=body, auth=(username, password))
+        data: dict[str, Any] = self._data(response, what="creating a token")
+        return data
+
+    def tokens(self) -> list[dict[str, Any]]:
+        """``GET /api/v1/tokens/`` with the client's token: its user's tokens (proves the token works)."""
+        response = self._send("GET", "api/v1/tokens/", headers=self._auth("listing tokens"))
+        data: list[dict[str, Any]] = self._data(response, what="listing tokens")
+        return data
+
+
+def _json_or_none(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Write ``path`` through a temporary file beside it and a rename: readers see the old or the new
+    content, never a part."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
