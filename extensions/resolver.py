@@ -20,7 +20,11 @@ Semantics (SPEC 2.3 and 3.2):
 - a ``locked`` version that still satisfies every requirement is preferred; a pin that cannot be
   honoured is dropped and reported in ``Resolution.locked_ignored`` with the reason;
 - ``install_order`` puts dependencies before dependents, ties broken by name; a cycle among the
-  resolved extensions is an error that names it (``a -> b -> a``).
+  resolved extensions is an error that names it (``a -> b -> a``);
+- resolvelib's backjumping is only complete without cycles (it never unpins a name that is part of
+  a conflict, even when that name's version brought the conflicting requirement in through a
+  cycle). So when a search fails and the names it looked at form cycles, a second search tries the
+  versions that depend back into their cycle last; its answer, if any, is the answer.
 
 Every failure is a ``ResolutionError`` (``resolution_failed``) whose message is one line for people
 and whose ``details`` is a list of dicts with a ``reason`` (``conflict``, ``no_matching_version``,
@@ -291,7 +295,7 @@ class _Name:
     """Everything the provider precomputes about one name. Bit ``i`` of a mask stands for
     ``candidates[i]``; candidates are sorted newest first."""
 
-    __slots__ = ("allowed", "candidates", "full", "index", "lists", "locked_bit", "masks")
+    __slots__ = ("allowed", "candidates", "full", "index", "lists", "locked_bit", "masks", "newest_first")
 
     def __init__(
         self,
@@ -299,11 +303,22 @@ class _Name:
         runtime: Version | None,
         locked: Version | None,
         pinned: Iterable[Version],
+        cycle: frozenset[str] = frozenset(),
     ) -> None:
         unique: dict[Version, Candidate] = {}
         for candidate in sorted(versions, key=_version_of, reverse=True):
             unique.setdefault(candidate.version, candidate)
-        self.candidates: tuple[Candidate, ...] = tuple(unique.values())
+        self.newest_first: tuple[Candidate, ...] = tuple(unique.values())
+        # The order candidates are tried in: newest first, except that when ``cycle`` (the names of a
+        # dependency cycle this name is on) is given, versions that depend back into it go last.
+        self.candidates: tuple[Candidate, ...] = self.newest_first
+        closing: set[Version] = set()
+        if cycle:
+            closing = {c.version for c in self.newest_first if any(r.name in cycle for r in c.dependencies)}
+            self.candidates = (
+                *(c for c in self.newest_first if c.version not in closing),
+                *(c for c in self.newest_first if c.version in closing),
+            )
         self.index: dict[Version, int] = {c.version: i for i, c in enumerate(self.candidates)}
         self.full = (1 << len(self.candidates)) - 1
         runtime_ok = 0
@@ -313,12 +328,14 @@ class _Name:
                 runtime_ok |= 1 << i
             if candidate.yanked:
                 yanked |= 1 << i
-        locked_index = self.index.get(locked) if locked is not None else None
-        self.locked_bit = (1 << locked_index) & runtime_ok if locked_index is not None else 0
-        revived = self.locked_bit  # yanked versions the request pins exactly, or locks
-        for version in pinned:
+        revived = 0  # yanked versions the request pins exactly, or locks
+        for version in (*pinned, *([locked] if locked is not None else [])):
             if version in self.index:
                 revived |= 1 << self.index[version]
+        #: the locked version, tried first (unless it closes a cycle, on a retry that avoids them)
+        self.locked_bit = 0
+        if locked is not None and locked in self.index and locked not in closing:
+            self.locked_bit = (1 << self.index[locked]) & runtime_ok
         #: the candidates the rules let through: suiting the runtime, and not yanked unless revived
         self.allowed = runtime_ok & (~yanked | revived)
         self.masks: dict[Constraint, int] = {}
@@ -340,6 +357,7 @@ class _Provider(AbstractProvider[Requirement, Candidate, str]):
         locked: Mapping[str, Version],
         pinned: Mapping[str, set[Version]],
         max_extensions: int,
+        cycles: Mapping[str, frozenset[str]] | None = None,
     ) -> None:
         self.catalogue = catalogue
         self.include_prereleases = include_prereleases
@@ -347,6 +365,7 @@ class _Provider(AbstractProvider[Requirement, Candidate, str]):
         self.locked = locked
         self.pinned = pinned
         self.max_extensions = max_extensions
+        self.cycles = cycles or {}
         self.names: dict[str, _Name] = {}
         self.seen: dict[int, Candidate] = {}  # candidates whose dependencies were asked for
         self.satisfied: dict[tuple[int, int], bool] = {}
@@ -358,7 +377,13 @@ class _Provider(AbstractProvider[Requirement, Candidate, str]):
         if info is None:
             if len(self.names) >= self.max_extensions:
                 raise _TooManyExtensions
-            info = _Name(self.catalogue.versions(name), self.runtime, self.locked.get(name), self.pinned.get(name, ()))
+            info = _Name(
+                self.catalogue.versions(name),
+                self.runtime,
+                self.locked.get(name),
+                self.pinned.get(name, ()),
+                self.cycles.get(name, frozenset()),
+            )
             self.names[name] = info
         return info
 
@@ -521,28 +546,34 @@ def resolve(
     pins = _parse_locked(locked)
     _check_known_names(roots, catalogue)
 
-    provider = _Provider(
-        catalogue,
-        include_prereleases=include_prereleases,
-        runtime=runtime,
-        locked=pins,
-        pinned=_exact_pins(roots),
-        max_extensions=max_extensions,
-    )
-    search: _Search[Requirement, Candidate, str] = _Search(provider, BaseReporter())
-    try:
-        state = search.resolve(roots, max_rounds=max_rounds)
-    except ResolutionImpossible as exc:
-        raise _explain_impossible(provider, roots, list(exc.causes)) from None
-    except ResolutionTooDeep:
-        raise _too_complex(f"gave up after {max_rounds} rounds", rounds=max_rounds) from None
-    except _TooManyExtensions:
-        raise _too_complex(
-            f"more than {max_extensions} extensions are involved", max_extensions=max_extensions
-        ) from None
+    def attempt(cycles: Mapping[str, frozenset[str]] | None) -> tuple[_Provider, dict[str, Candidate], list[str]]:
+        provider = _Provider(
+            catalogue,
+            include_prereleases=include_prereleases,
+            runtime=runtime,
+            locked=pins,
+            pinned=_exact_pins(roots),
+            max_extensions=max_extensions,
+            cycles=cycles,
+        )
+        chosen, order = _search(provider, roots, max_rounds)
+        return provider, chosen, order
 
-    chosen = _reachable(state.mapping, roots)
-    order = install_order(chosen)
+    try:
+        provider, chosen, order = attempt(None)
+    except _Failed as failed:
+        # resolvelib's backjumping assumes no cycles: it never unpins a name involved in a conflict,
+        # even when that name's own version (through a cycle) brought the conflicting requirement in,
+        # so it can say "impossible" when an answer exists. When the names looked at form cycles, try
+        # once more with the versions that depend back into their cycle tried last.
+        cycles = _cycles(failed.provider)
+        if not cycles or failed.error.details[0]["reason"] not in _RETRIED:
+            raise failed.error from None
+        try:
+            provider, chosen, order = attempt(cycles)
+        except _Failed as again:
+            cyclic = again.error.details[0]["reason"] == "cycle"
+            raise (again.error if cyclic else failed.error) from None
     resolved = {name: chosen[name] for name in order}
     requirers = _requirers(resolved, roots)
     return Resolution(
@@ -551,6 +582,88 @@ def resolve(
         locked_ignored=_locked_ignored(provider, resolved, requirers),
         skipped=_skipped(provider, resolved, requirers),
     )
+
+
+# Failures worth a second attempt when cycles are about. Not "cycle": an answer was found, and an
+# answer whose newest versions depend on each other in a cycle is reported as such.
+_RETRIED = frozenset({"conflict", "no_matching_version", "unknown"})
+
+
+class _Failed(Exception):
+    """One attempt failed: the error to report, and the provider (what the attempt looked at)."""
+
+    def __init__(self, error: ResolutionError, provider: _Provider) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.provider = provider
+
+
+def _search(
+    provider: _Provider, roots: Sequence[Requirement], max_rounds: int
+) -> tuple[dict[str, Candidate], list[str]]:
+    """One resolvelib search: the chosen candidates and their install order, or ``_Failed``."""
+    search: _Search[Requirement, Candidate, str] = _Search(provider, BaseReporter())
+    try:
+        state = search.resolve(roots, max_rounds=max_rounds)
+    except ResolutionImpossible as exc:
+        raise _Failed(_explain_impossible(provider, roots, list(exc.causes)), provider) from None
+    except ResolutionTooDeep:
+        raise _too_complex(f"gave up after {max_rounds} rounds", rounds=max_rounds) from None
+    except _TooManyExtensions:
+        limit = provider.max_extensions
+        raise _too_complex(f"more than {limit} extensions are involved", max_extensions=limit) from None
+    chosen = _reachable(state.mapping, roots)
+    try:
+        return chosen, install_order(chosen)
+    except ResolutionError as exc:
+        raise _Failed(exc, provider) from None
+
+
+def _cycles(provider: _Provider) -> dict[str, frozenset[str]]:
+    """For each name looked at that lies on a dependency cycle (between any of their versions), the
+    names of its strongly connected component (Tarjan's algorithm, without recursion)."""
+    graph = {
+        name: sorted({r.name for c in info.candidates for r in c.dependencies if r.name in provider.names})
+        for name, info in provider.names.items()
+    }
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: dict[str, frozenset[str]] = {}
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, 0)]
+        while work:
+            name, position = work.pop()
+            if position == 0:
+                index[name] = low[name] = len(index)
+                stack.append(name)
+                on_stack.add(name)
+            targets = graph[name]
+            if position < len(targets):
+                work.append((name, position + 1))
+                target = targets[position]
+                if target not in index:
+                    work.append((target, 0))
+                elif target in on_stack:
+                    low[name] = min(low[name], index[target])
+                continue
+            if low[name] == index[name]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == name:
+                        break
+                if len(component) > 1 or name in graph[name]:
+                    out.update((member, frozenset(component)) for member in component)
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[name])
+    return out
 
 
 def _parse_roots(requirements: Sequence[Requirement | str], limit: int) -> list[Requirement]:
@@ -732,7 +845,7 @@ def _skipped(
         if info is None:  # pragma: no cover - every resolved name was looked up
             continue
         requirements = [r for r, _ in requirers[name]]
-        for candidate in info.candidates:
+        for candidate in info.newest_first:
             if candidate.version <= chosen.version:
                 break
             if not all(r.constraint.contains(candidate.version, include_prereleases=True) for r in requirements):
@@ -851,7 +964,7 @@ def _explain_name(
     if not info.candidates:
         details = [_unknown_detail(name, provider.catalogue, r, p) for r, p in items]
         return details, "; ".join(dict.fromkeys(d["message"] for d in details))
-    available = [str(c.version) for c in reversed(info.candidates)]
+    available = [str(c.version) for c in reversed(info.newest_first)]
     described: list[dict[str, Any]] = []
     for requirement, parent in items:
         chain = chains.chain(requirement, parent)
@@ -895,7 +1008,7 @@ def _explain_name(
     requirements = [r for r, _ in items]
     together = provider.admitted(name, requirements)
     message = "; ".join(_grouped_lines(items, described))
-    ruled_out = [str(c.version) for i, c in enumerate(info.candidates) if together >> i & 1]
+    ruled_out = [str(c.version) for c in info.newest_first if together >> info.index[c.version] & 1]
     if ruled_out:
         message += (
             f"; the versions of {name} that satisfy all of these ({_versions_text(ruled_out)}) "
@@ -951,7 +1064,7 @@ def _via(chain: Sequence[str], parent: Candidate | None) -> str:
 def _skipped_versions(provider: _Provider, info: _Name, requirements: Sequence[Requirement]) -> list[dict[str, str]]:
     """The versions every requirement admits (pre-releases aside) that a rule excludes, newest first."""
     out = []
-    for candidate in info.candidates:
+    for candidate in info.newest_first:
         if all(r.constraint.contains(candidate.version, include_prereleases=True) for r in requirements):
             why = provider.why_skipped(candidate, requirements)
             if why is not None:

@@ -515,6 +515,32 @@ def test_a_cycle_is_an_error_that_names_it() -> None:
     assert error.details == [{"reason": "cycle", "cycle": ["a", "b", "c", "a"], "message": error.message}]
 
 
+def test_a_version_whose_own_cycle_conflicts_is_backtracked_out_of() -> None:
+    # lib 2.0.0 -> mid -> plugin -> lib ^3: lib 2.0.0 brings in, through a cycle, a requirement on
+    # lib that nothing satisfies. resolvelib alone does not unpin lib (a name in the conflict) and
+    # calls this impossible; the second attempt tries lib 1.0.0 (which closes no cycle) first.
+    cat = catalogue(
+        {
+            "app": {"1.0.0": {"deps": {"lib": "*"}}},
+            "lib": {"1.0.0": {}, "2.0.0": {"deps": {"mid": "*"}}},
+            "mid": {"1.0.0": {"deps": {"plugin": "*"}}},
+            "plugin": {"1.0.0": {"deps": {"lib": "^3"}}},
+        }
+    )
+    assert versions_of(resolve(["app"], cat)) == {"app": "1.0.0", "lib": "1.0.0"}
+
+
+def test_an_answer_among_the_newest_versions_with_a_cycle_is_reported_not_avoided() -> None:
+    cat = catalogue(
+        {
+            "lib": {"1.0.0": {}, "2.0.0": {"deps": {"plugin": "*"}}},
+            "plugin": {"1.0.0": {"deps": {"lib": "^2"}}},
+        }
+    )
+    assert failure(["lib"], cat).details[0]["cycle"] == ["lib", "plugin", "lib"]
+    assert versions_of(resolve(["lib ^1"], cat)) == {"lib": "1.0.0"}
+
+
 def test_an_extension_that_depends_on_itself_is_a_cycle() -> None:
     error = failure(["selfish"], catalogue({"selfish": {"1.0.0": {"deps": {"selfish": "*"}}}}))
     assert error.details[0]["cycle"] == ["selfish", "selfish"]
