@@ -29,6 +29,7 @@ from typing import Any
 import filelock
 import httpx
 
+from clients.config import Config
 from clients.errors import ClientError
 from extensions.errors import ExtensionError
 from extensions.index import IndexCatalogue, parse_index
@@ -122,6 +123,12 @@ class RegistryClient:
             timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
             headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
         )
+
+    @classmethod
+    def from_config(cls, config: Config, *, offline: bool = False, registry: str | None = None) -> RegistryClient:
+        """The client for the effective configuration: its registry (or ``registry``), its token,
+        and the index cache under ``HOME/cache``."""
+        return cls(registry or config.registry, token=config.token, cache_dir=config.home / "cache", offline=offline)
 
     # --- plumbing ---------------------------------------------------------------------------------
 

@@ -1,0 +1,214 @@
+"""`provisioning extension publish | yank | search | info`: talking to the registry about packages."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from clients.errors import ClientError, UsageError
+from clients.progress import Progress
+from clients.registry_client import RegistryClient
+
+if TYPE_CHECKING:
+    from clients.cli import Commands, Context
+    from clients.output import Output
+
+
+def _log_line(entry: dict[str, Any]) -> str:
+    seconds = entry.get("seconds")
+    timing = f"{seconds:7.2f} s" if isinstance(seconds, int | float) else " " * 9
+    message = str(entry.get("message") or "").strip().splitlines()
+    return f"  {entry.get('step', '')!s:<12} {entry.get('status', '')!s:<8} {timing}  {message[0] if message else ''}"
+
+
+def _build_failed(build: dict[str, Any]) -> ClientError:
+    error = build.get("error") or {}
+    details = list(error.get("details") or [])
+    details.append({"build": build.get("id"), "url": build.get("url")})
+    return ClientError(
+        str(error.get("message") or f"build {build.get('id')} failed"),
+        code=str(error.get("code") or "build_failed"),
+        details=details,
+    )
+
+
+def _cmd_publish(args: argparse.Namespace, ctx: Context) -> int:
+    out = ctx.out
+    package = Path(args.file)
+    wait = out.interactive if args.wait is None else args.wait
+    with RegistryClient.from_config(ctx.config) as client:
+        with Progress.for_output(out) as bars:
+            build = client.publish(package, progress=bars.task(f"uploading {package.name}"))
+        out.line(f"build {build['id']}: {build['status']} ({build['url']})")
+        if wait:
+            build = client.wait_for_build(
+                str(build["id"]),
+                first=build,
+                on_log=lambda entry: out.line(_log_line(entry)),
+                timeout=args.timeout,
+            )
+    if build.get("status") == "failed":
+        raise _build_failed(build)
+    out.success(build)
+    result = build.get("result") or {}
+    if build.get("status") == "succeeded":
+        out.line(f"published {result.get('name') or build.get('name')} {result.get('version') or build.get('version')}")
+    else:
+        out.line(
+            f"the build is {build.get('status')}; follow it with `provisioning extension publish --wait` next time"
+        )
+    return 0
+
+
+def _cmd_yank(args: argparse.Namespace, ctx: Context) -> int:
+    out = ctx.out
+    if not args.undo and not (args.reason or "").strip():
+        raise UsageError("yanking needs --reason R (say why, e.g. --reason 'breaks etcd 3.5 upgrades')")
+    with RegistryClient.from_config(ctx.config) as client:
+        if args.undo:
+            data = client.unyank(args.name, args.version)
+        else:
+            data = client.yank(args.name, args.version, reason=args.reason.strip())
+    out.success(data)
+    if data.get("yanked"):
+        out.line(f"yanked {data['name']} {data['version']}: {data.get('yanked_reason')}")
+    else:
+        out.line(f"{data['name']} {data['version']} is no longer yanked")
+    return 0
+
+
+def _trim(text: Any, width: int = 70) -> str:
+    value = " ".join(str(text or "").split())
+    return value if len(value) <= width else value[: width - 1] + "…"
+
+
+def _cmd_search(args: argparse.Namespace, ctx: Context) -> int:
+    out = ctx.out
+    with RegistryClient.from_config(ctx.config) as client:
+        page = client.search(args.query, type=args.type, keyword=args.keyword, limit=args.limit, offset=args.offset)
+    out.success(page)
+    items = page.get("items") or []
+    if not items:
+        out.line("no extensions found" + (f" for {args.query!r}" if args.query else ""))
+        return 0
+    out.table(
+        ["name", "type", "version", "downloads", "description"],
+        [
+            (i["name"], i["type"], i.get("version") or "(yanked)", i.get("downloads", ""), _trim(i.get("description")))
+            for i in items
+        ],
+    )
+    shown_to = page.get("offset", 0) + len(items)
+    if page.get("total", 0) > shown_to:
+        out.line(f"{page.get('offset', 0) + 1}-{shown_to} of {page['total']} (more with --offset {shown_to})")
+    return 0
+
+
+def _print_extension(out: Output, data: dict[str, Any]) -> None:
+    out.line(f"{data['name']} {data.get('latest_version') or '(every version yanked)'} ({data.get('type')})")
+    out.line(_trim(data.get("description"), 500))
+    provides = ", ".join(f"{kind} {', '.join(names)}" for kind, names in (data.get("provides") or {}).items() if names)
+    for label, value in (
+        ("author", data.get("author")),
+        ("license", data.get("license")),
+        ("homepage", data.get("homepage")),
+        ("repository", data.get("repository")),
+        ("owners", ", ".join(data.get("owners") or [])),
+        ("provides", provides),
+        ("keywords", ", ".join(data.get("tags") or [])),
+        ("downloads", data.get("downloads")),
+    ):
+        if value not in (None, ""):
+            out.line(f"  {label + ':':<12}{value}")
+    out.table(
+        ["version", "published", "yanked", "size", "sha256"],
+        [
+            (
+                v["version"],
+                (v.get("published_at") or "")[:10],
+                f"yes: {v.get('yanked_reason')}" if v.get("yanked") else "",
+                v.get("size"),
+                str(v.get("sha256", ""))[:16],
+            )
+            for v in data.get("versions") or []
+        ],
+    )
+
+
+def _print_version(out: Output, data: dict[str, Any]) -> None:
+    out.line(f"{data['name']} {data['version']} ({data.get('type')})" + ("  [yanked]" if data.get("yanked") else ""))
+    out.line(_trim(data.get("description"), 500))
+    dependencies = ", ".join(f"{d['name']} {d['constraint']}".strip() for d in data.get("dependencies") or [])
+    manifest = data.get("manifest") or {}
+    for label, value in (
+        ("sha256", data.get("sha256")),
+        ("size", data.get("size")),
+        ("published", f"{data.get('published_at')} by {data.get('published_by')}"),
+        ("yanked", data.get("yanked_reason") if data.get("yanked") else None),
+        ("runtime", data.get("provisioning_version")),
+        ("depends on", dependencies),
+        ("packages", ", ".join(manifest.get("system_packages") or [])),
+        ("needs env", ", ".join(manifest.get("required_env") or [])),
+        ("build", data.get("build")),
+        ("download", data.get("download_url")),
+    ):
+        if value not in (None, ""):
+            out.line(f"  {label + ':':<12}{value}")
+
+
+def _cmd_info(args: argparse.Namespace, ctx: Context) -> int:
+    out = ctx.out
+    with RegistryClient.from_config(ctx.config) as client:
+        data = client.version(args.name, args.version) if args.version else client.extension(args.name)
+    out.success(data)
+    if args.version:
+        _print_version(out, data)
+    else:
+        _print_extension(out, data)
+    return 0
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative: use 0 or more")
+    return value
+
+
+def register(cli: Commands) -> None:
+    p = cli.leaf(
+        "extension",
+        "publish",
+        _cmd_publish,
+        "upload a built package (streamed, with a progress bar on a terminal), then follow the build log "
+        "until the build ends (--wait, the default on a terminal)",
+    )
+    p.add_argument("file", metavar="FILE", help="the package, dist/NAME-VERSION.tar.gz from `extension build`")
+    p.add_argument(
+        "--wait",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="follow the build until it succeeds or fails (default: on a terminal only)",
+    )
+    p.add_argument("--timeout", type=float, default=900.0, metavar="SECONDS", help="how long --wait waits (900)")
+
+    p = cli.leaf("extension", "yank", _cmd_yank, "yank a version (resolution stops choosing it), or --undo that")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("version", metavar="VERSION")
+    p.add_argument("--reason", metavar="R", help="why (required to yank; shown to everyone)")
+    p.add_argument("--undo", action="store_true", help="undo the yank")
+
+    p = cli.leaf("extension", "search", _cmd_search, "search the registry's catalog")
+    p.add_argument("query", nargs="?", default="", metavar="Q", help="words matched in names, descriptions, keywords")
+    p.add_argument("--type", choices=("provider", "taskserv", "cluster", "template"), help="only this type")
+    p.add_argument("--keyword", metavar="K", help="only extensions with this keyword")
+    p.add_argument("--limit", type=_positive, default=20, metavar="N", help="page size, 1 to 100 (20)")
+    p.add_argument("--offset", type=_positive, default=0, metavar="N", help="results to skip (0)")
+
+    p = cli.leaf("extension", "info", _cmd_info, "one extension: metadata, owners, versions (or one version)")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("--version", metavar="V", help="show this version: manifest, dependencies, sha256, build")
