@@ -24,7 +24,7 @@ from clients.output import Output
 from extensions.errors import ExtensionError
 
 # Modules under clients/commands/ that register subcommands, in help order.
-COMMAND_MODULES = ("authoring",)
+COMMAND_MODULES = ("authoring", "publishing", "install", "account")
 
 GROUPS = {
     "extension": "validate, test, build, publish, yank, search, inspect and sync extensions",
