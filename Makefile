@@ -42,6 +42,7 @@ services:
 	@missing=""; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
+	command -v wrk >/dev/null || missing="$$missing wrk"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then apt=""; elif sudo -n true 2>/dev/null; then apt="sudo -n"; \
 	  else echo "error: cannot install$$missing: run make as root (or with password-less sudo)"; exit 1; fi; \
