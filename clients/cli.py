@@ -24,7 +24,19 @@ from clients.output import Output
 from extensions.errors import ExtensionError
 
 # Modules under clients/commands/ that register subcommands, in help order.
-COMMAND_MODULES = ("authoring", "publishing", "install", "account")
+COMMAND_MODULES = ("authoring", "publishing", "install", "account", "runtime")
+
+# The groups each module adds commands to. A command line naming a group imports only the modules
+# that add to it, so `module discover` does not pay for the authoring tools' imports (a module not
+# listed here is imported whatever the group). tests/clients/test_runtime_cli.py checks this against
+# what the modules really register.
+COMMAND_GROUPS: dict[str, tuple[str, ...]] = {
+    "authoring": ("extension",),
+    "publishing": ("extension",),
+    "install": ("extension", "taskserv", "cluster", "providers"),
+    "account": ("registry",),
+    "runtime": ("module", "runtime"),
+}
 
 GROUPS = {
     "extension": "validate, test, build, publish, yank, search, inspect and sync extensions",
@@ -125,11 +137,33 @@ class Commands:
         return parser
 
 
-def build_parser() -> argparse.ArgumentParser:
+_VALUED_OPTIONS = ("--registry", "--token", "--home", "--output")
+
+
+def _group_of(argv: Sequence[str]) -> str | None:
+    """The command group a command line names (its first positional argument), if any."""
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in _VALUED_OPTIONS:
+            skip = True
+        elif arg == "--":
+            return None
+        elif not arg.startswith("-"):
+            return arg
+    return None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; given the command line, only with the command modules its group needs."""
+    group = _group_of(argv) if argv is not None else None
     commands = Commands()
-    for group in GROUPS:
-        commands.group(group)
+    for name in GROUPS:
+        commands.group(name)
     for module in COMMAND_MODULES:
+        if group in GROUPS and group not in COMMAND_GROUPS.get(module, (group,)):
+            continue
         importlib.import_module(f"clients.commands.{module}").register(commands)
     return commands.parser
 
@@ -141,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     out = Output("json" if wants_json else "table")
     try:
-        parser = build_parser()
+        parser = build_parser(argv)
         args = parser.parse_args(argv)
         out = Output(getattr(args, "output", None) or "table")
         handler: Handler | None = getattr(args, "handler", None)

@@ -659,6 +659,7 @@ class _Sources:
         self.local = local
         self.registry = registry
         self.shadow = shadow
+        self.unavailable: RegistryUnavailable | None = None  # the registry could not be asked
 
     def versions(self, name: str) -> Sequence[Candidate]:
         installed = self.local.first(name) if self.shadow else self.local.every(name)
@@ -672,8 +673,9 @@ class _Sources:
         assert self.registry is not None
         try:
             return self.registry.versions(name)
-        except RegistryUnavailable:
+        except RegistryUnavailable as exc:
             if tolerate:
+                self.unavailable = exc
                 return ()
             raise
 
@@ -918,6 +920,15 @@ class ExtensionManager:
 
     def _explain(self, error: ExtensionError, kind: str, name: str, spec: _Spec, sources: _Sources) -> LoaderError:
         """The resolver's failure as the specific error SPEC 5 asks for."""
+        explained = self._explain_error(error, kind, name, spec, sources)
+        if sources.unavailable is not None:
+            explained.message += f" (only installed versions were seen: {sources.unavailable.message})"
+            explained.details.append({"reason": "registry_unavailable", "message": sources.unavailable.message})
+        return explained
+
+    def _explain_error(
+        self, error: ExtensionError, kind: str, name: str, spec: _Spec, sources: _Sources
+    ) -> LoaderError:
         from extensions.resolver import describe_constraint
 
         details = error.details_list()
@@ -1217,6 +1228,7 @@ def discover(
             details=[{"reason": "extension_not_found", "type": kind, "name": name, "suggestions": suggestions}],
         )
     from extensions.index import parse_index
+    from extensions.resolver import describe_requirement
 
     runtime = None if runtime_version is None else Version.parse(runtime_version)
     for item in chosen:
@@ -1233,5 +1245,5 @@ def discover(
             for c in reversed(candidates)
         ]
         latest = next((c for c in reversed(candidates) if str(c.version) == item["version"]), None)
-        item["dependencies"] = [str(r) for r in latest.dependencies] if latest is not None else []
+        item["dependencies"] = [describe_requirement(r) for r in latest.dependencies] if latest is not None else []
     return chosen
