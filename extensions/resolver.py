@@ -574,6 +574,8 @@ def resolve(
         except _Failed as again:
             cyclic = again.error.details[0]["reason"] == "cycle"
             raise (again.error if cyclic else failed.error) from None
+        except ResolutionError:  # too complex the second time: the first explanation stands
+            raise failed.error from None
     resolved = {name: chosen[name] for name in order}
     requirers = _requirers(resolved, roots)
     return Resolution(
