@@ -26,6 +26,7 @@ locks in the store. Re-running with nothing to change writes nothing.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import hashlib
 import json
 import os
@@ -39,7 +40,7 @@ from typing import Any
 from clients.errors import ClientError
 from clients.lockfile import LOCKFILE_NAME, LockedExtension, Lockfile
 from clients.progress import ProgressCallback, ProgressFactory
-from clients.registry_client import RegistryClient, RegistryUnavailable
+from clients.registry_client import RegistryClient, RegistryError, RegistryUnavailable
 from clients.store import Store, kind_dir, verify_tree
 from extensions.archive import MANIFEST_JSON
 from extensions.errors import ExtensionError
@@ -149,7 +150,19 @@ def find_extension(client: RegistryClient, type: str, name: str) -> str:
         )
     if client.index(name) is not None:
         return name
-    found = client.lookup(type, name)
+    try:
+        found = client.lookup(type, name)
+    except RegistryError as exc:
+        if exc.status != 404:
+            raise
+        offered = sorted({str(item["name"]) for item in client.provided(type)})
+        close = difflib.get_close_matches(name, offered, n=3, cutoff=0.6)
+        hint = f"did you mean {' or '.join(close)}?" if close else f"it offers: {', '.join(offered) or 'none'}"
+        raise ClientError(
+            f"no {type} named {name!r} in the registry at {client.base_url} ({hint})",
+            code="not_found",
+            details=[{"name": name, "type": type, "suggestions": close}],
+        ) from None
     return str(found["name"])
 
 

@@ -119,6 +119,7 @@ class RegistryClient:
         self.token = token
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.offline = offline
+        self._documents: dict[str, bytes | None] = {}  # index documents this client already has
         self._http = httpx.Client(
             timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
             headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
@@ -260,10 +261,19 @@ class RegistryClient:
 
     # --- index documents --------------------------------------------------------------------------
 
-    def _index_paths(self, name: str) -> tuple[Path, Path, Path] | None:
+    @property
+    def index_cache(self) -> Path | None:
+        """Where this registry's index documents are cached: ``cache_dir/index/{host_port}/``
+        (one folder per registry, so documents of two registries never mix)."""
         if self.cache_dir is None:
             return None
-        folder = self.cache_dir / "index"
+        where = self.base_url.split("://", 1)[-1]
+        return self.cache_dir / "index" / (re.sub(r"[^A-Za-z0-9.-]+", "_", where).strip("_") or "registry")
+
+    def _index_paths(self, name: str) -> tuple[Path, Path, Path] | None:
+        folder = self.index_cache
+        if folder is None:
+            return None
         return folder / f"{name}.json", folder / f"{name}.etag", folder / ".lock"
 
     def cached_index(self, name: str) -> bytes | None:
@@ -278,16 +288,25 @@ class RegistryClient:
 
     def cached_names(self) -> list[str]:
         """The names whose index documents are cached."""
-        if self.cache_dir is None or not (self.cache_dir / "index").is_dir():
+        folder = self.index_cache
+        if folder is None or not folder.is_dir():
             return []
-        return sorted(p.stem for p in (self.cache_dir / "index").glob("*.json") if NAME_RE.match(p.stem))
+        return sorted(p.stem for p in folder.glob("*.json") if NAME_RE.match(p.stem))
 
     def index(self, name: str) -> bytes | None:
         """The index document of ``name`` (canonical JSON bytes), or None when there is no such
-        extension. Cached with its ETag under ``cache_dir/index/``; a cached document is revalidated
-        with ``If-None-Match`` (a 304 reuses it); ``offline`` uses the cache only."""
+        extension. Cached with its ETag under ``cache_dir/index/{host_port}/``; a cached document is revalidated
+        with ``If-None-Match`` (a 304 reuses it); ``offline`` uses the cache only. A client asks
+        about each name at most once (it is short-lived: one command)."""
         if not NAME_RE.match(name):
             return None  # cannot exist, and must never become a file name
+        if name in self._documents:
+            return self._documents[name]
+        document = self._index(name)
+        self._documents[name] = document
+        return document
+
+    def _index(self, name: str) -> bytes | None:
         paths = self._index_paths(name)
         cached = self.cached_index(name)
         if self.offline:
@@ -386,7 +405,7 @@ class RegistryClient:
                         total = int(length) if length and length.isdigit() else None
                         if progress is not None:
                             progress(0, total)
-                        for chunk in response.iter_bytes(CHUNK):
+                        for chunk in response.iter_bytes():
                             handle.write(chunk)
                             digest.update(chunk)
                             received += len(chunk)
@@ -396,9 +415,10 @@ class RegistryClient:
                     if received == 0 and not isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError):
                         raise self._unavailable(exc) from None
                     of = f" of {total}" if total is not None else ""
+                    why = "the connection was closed" if isinstance(exc, httpx.RemoteProtocolError) else _short(exc)
                     raise DownloadInterrupted(
                         f"the download of {what} from {url} was interrupted after {received}{of} bytes "
-                        f"({_short(exc)}); nothing was kept: run the command again to retry"
+                        f"({why}); nothing was kept: run the command again to retry"
                     ) from None
             if total is not None and received != total:
                 raise DownloadInterrupted(

@@ -3,7 +3,7 @@
     HOME/store/packages/sha256/ab/<sha256>.tar.gz    packages by digest (verified on the way in)
     HOME/store/trees/{type}/{name}/{version}/        unpacked with extensions.archive.safe_extract
     HOME/store/trees/{type}/{name}/.{version}.json   which package the tree came from
-    HOME/cache/index/                                index documents and their ETags
+    HOME/cache/index/{host_port}/                    index documents and their ETags, per registry
     HOME/locks/                                      filelock files
 
 Nothing is ever half-present: a package arrives through a temporary file renamed into place after
@@ -93,6 +93,8 @@ def verify_tree(root: Path, *, manifest_sha256: str | None = None) -> list[str]:
     problems: list[str] = []
     present: set[str] = set()
     for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        files.sort()
         for entry in [*dirs, *files]:
             path = Path(folder, entry)
             if path.is_symlink():

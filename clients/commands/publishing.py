@@ -19,7 +19,7 @@ def _log_line(entry: dict[str, Any]) -> str:
     seconds = entry.get("seconds")
     timing = f"{seconds:7.2f} s" if isinstance(seconds, int | float) else " " * 9
     message = str(entry.get("message") or "").strip().splitlines()
-    return f"  {entry.get('step', '')!s:<12} {entry.get('status', '')!s:<8} {timing}  {message[0] if message else ''}"
+    return f"  {entry.get('step', '')!s:<14} {entry.get('status', '')!s:<8} {timing}  {message[0] if message else ''}"
 
 
 def _build_failed(build: dict[str, Any]) -> ClientError:

@@ -1,0 +1,157 @@
+"""Helpers for the client's end-to-end tests: run the CLI in-process or as a real process, and a
+small HTTP proxy in front of a live registry that misbehaves on downloads (cuts the connection
+halfway through the body, or flips a byte and hides the checksum header)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from clients.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "extensions"
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> Result:
+    """The CLI in this process, as a user runs it."""
+    code = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return Result(code, captured.out, captured.err)
+
+
+def start_cli(*argv: str | Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """``python -m clients.cli ARGV`` as a separate process."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "clients.cli", *[str(a) for a in argv]],
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def leftovers(*roots: Path) -> list[Path]:
+    """Temporary files and directories an install or download must never leave behind."""
+    found: list[Path] = []
+    for root in roots:
+        if not root.exists():
+            continue
+        for pattern in ("**/*.part", "**/.extract-*", "**/.staging-*", "**/.remove-*", "**/*.tmp"):
+            found.extend(root.glob(pattern))
+    return sorted(found)
+
+
+def files_under(root: Path) -> list[str]:
+    """Every file (not directory) under root, relative, sorted; [] when root does not exist."""
+    if not root.exists():
+        return []
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() or p.is_symlink())
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: MisbehavingProxy
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        return None
+
+    def do_GET(self) -> None:
+        self._forward()
+
+    def do_HEAD(self) -> None:
+        self._forward()
+
+    def do_POST(self) -> None:
+        self._forward()
+
+    def do_DELETE(self) -> None:
+        self._forward()
+
+    def _forward(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else None
+        upstream = http.client.HTTPConnection(self.server.upstream_host, self.server.upstream_port, timeout=30)
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+        upstream.request(self.command, self.path, body=body, headers=headers)
+        response = upstream.getresponse()
+        data = response.read()
+        upstream.close()
+        download = "/download" in self.path and response.status == 200 and self.command == "GET"
+        mode = self.server.mode if download else "pass"
+        self.send_response(response.status)
+        for key, value in response.getheaders():
+            if key.lower() in ("connection", "transfer-encoding", "content-length", "server", "date"):
+                continue
+            if mode == "corrupt" and key.lower() in ("x-checksum-sha256", "etag"):
+                continue
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        if self.command == "HEAD":
+            return
+        if mode == "cut":
+            self.server.cuts += 1
+            self.wfile.write(data[: len(data) // 2])
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        if mode == "corrupt":
+            middle = len(data) // 2
+            data = data[:middle] + bytes([data[middle] ^ 0xFF]) + data[middle + 1 :]
+        self.wfile.write(data)
+
+
+class MisbehavingProxy(ThreadingHTTPServer):
+    """Forwards every request to ``upstream``; downloads are cut halfway (``mode="cut"``) or have
+    one byte flipped with the checksum headers removed (``mode="corrupt"``)."""
+
+    daemon_threads = True
+
+    def __init__(self, upstream: str, *, mode: str = "cut") -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        parts = urlsplit(upstream)
+        self.upstream_host = parts.hostname or "127.0.0.1"
+        self.upstream_port = parts.port or 80
+        self.mode = mode
+        self.cuts = 0
+        self._thread = threading.Thread(target=self.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def __enter__(self) -> MisbehavingProxy:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.shutdown()
+        self.server_close()
+        self._thread.join(5)
