@@ -49,6 +49,7 @@ ProgressCallback = Callable[[int, "int | None"], None]
 """Called with (bytes done, total bytes or None) as a transfer advances."""
 
 CHUNK = 64 * 1024
+MAX_DOWNLOAD_BYTES = 256 * 1024 * 1024  # far above the registry's package limit: a stream past it is refused
 USER_AGENT = "provisioning-client/0.1"
 FINAL_BUILD_STATES = ("succeeded", "failed")
 _SHA256_RE = re.compile(r"[0-9a-f]{64}", re.ASCII)
@@ -406,9 +407,14 @@ class RegistryClient:
                         if progress is not None:
                             progress(0, total)
                         for chunk in response.iter_bytes():
+                            received += len(chunk)
+                            if received > MAX_DOWNLOAD_BYTES:
+                                raise IntegrityError(
+                                    f"{what} from {url} is larger than {MAX_DOWNLOAD_BYTES} bytes, more than any "
+                                    "package may be; nothing was kept"
+                                )
                             handle.write(chunk)
                             digest.update(chunk)
-                            received += len(chunk)
                             if progress is not None:
                                 progress(received, total)
                 except httpx.TransportError as exc:

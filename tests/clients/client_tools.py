@@ -102,6 +102,13 @@ class _Handler(BaseHTTPRequestHandler):
         upstream.close()
         download = "/download" in self.path and response.status == 200 and self.command == "GET"
         mode = self.server.mode if download else "pass"
+        if self.server.mode == "queued" and self.command == "POST" and response.status == 202:
+            # Answer as a registry with a separate worker would: the build is queued, only the upload
+            # step logged; the client must then follow GET /api/v1/builds/{id}/.
+            envelope = json.loads(data)
+            envelope["data"].update(status="queued", log=envelope["data"]["log"][:1], result=None)
+            data = json.dumps(envelope).encode()
+            self.server.queued += 1
         self.send_response(response.status)
         for key, value in response.getheaders():
             if key.lower() in ("connection", "transfer-encoding", "content-length", "server", "date"):
@@ -129,7 +136,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 class MisbehavingProxy(ThreadingHTTPServer):
     """Forwards every request to ``upstream``; downloads are cut halfway (``mode="cut"``) or have
-    one byte flipped with the checksum headers removed (``mode="corrupt"``)."""
+    one byte flipped with the checksum headers removed (``mode="corrupt"``); with ``mode="queued"``
+    a publish is answered as still queued."""
 
     daemon_threads = True
 
@@ -140,6 +148,7 @@ class MisbehavingProxy(ThreadingHTTPServer):
         self.upstream_port = parts.port or 80
         self.mode = mode
         self.cuts = 0
+        self.queued = 0
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
 
     @property

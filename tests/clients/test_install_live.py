@@ -28,6 +28,7 @@ from tests.hostile_archives import symlink_member
 
 if TYPE_CHECKING:
     from tests.live_registry import LiveRegistry
+    from tests.services import S3Bucket
 
 pytest_plugins = ["tests.live_registry"]
 
@@ -494,3 +495,29 @@ def test_published_packages_install_then_sync_with_the_registry_stopped(
     empty_home = sync(capsys, tmp_path / "empty-home", tmp_path / "second")
     assert empty_home.code == 1
     assert empty_home.err.startswith(f"error: cannot reach the registry at {live_registry.url}")
+
+
+@pytest.mark.s3
+def test_a_download_redirected_to_object_storage_is_followed_and_verified(
+    capsys: Capsys, s3_storage: S3Bucket, tmp_path: Path
+) -> None:
+    from tests.live_registry import LiveRegistry
+
+    registry = LiveRegistry(tmp_path / "registry", env=s3_storage.env)
+    registry.start()
+    try:
+        registry.manage("publish", str(EXAMPLES / "taskservs" / "etcd" / "3.5.12"))
+        answer = httpx.get(f"{registry.url}/api/v1/extensions/etcd/versions/3.5.12/download", timeout=30)
+        assert answer.status_code == 302 and answer.headers["Location"].startswith(s3_storage.endpoint_url)
+        home, infra = tmp_path / "home", tmp_path / "infra"
+        result = create(capsys, registry.url, home, infra, "etcd")
+        assert result.code == 0, result.err
+        assert installed_names(infra) == ["etcd"]
+        assert (
+            Lockfile.load(infra / "extensions.lock").get("etcd").sha256
+            == index_entry(  # type: ignore[union-attr]
+                registry, "etcd", "3.5.12"
+            )["sha256"]
+        )
+    finally:
+        registry.stop()

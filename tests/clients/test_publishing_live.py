@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
-from tests.clients.client_tools import Result, run
+from tests.clients.client_tools import MisbehavingProxy, Result, run
 
 if TYPE_CHECKING:
     from tests.live_registry import LiveRegistry
@@ -111,6 +111,21 @@ def test_publish_uploads_the_package_and_follows_the_build_to_success(
     assert lines[-1] == "published hello-publish 0.1.0"
     detail = httpx.get(f"{registry.url}/api/v1/extensions/hello-publish/versions/0.1.0/", timeout=30).json()["data"]
     assert detail["sha256"] == hashlib.sha256(package.read_bytes()).hexdigest()
+
+
+def test_publish_follows_a_queued_build_until_it_ends(
+    capsys: Capsys, registry: LiveRegistry, alice: str, tmp_path: Path
+) -> None:
+    package = build(capsys, tmp_path, "hello-queued")
+    with MisbehavingProxy(registry.url, mode="queued") as proxy:
+        result = run(capsys, "--registry", proxy.url, "--token", alice, "extension", "publish", package, "--wait")
+        assert proxy.queued == 1
+    assert result.code == 0, result.err
+    lines = result.out.splitlines()
+    assert lines[0].startswith("build ") and ": queued (" in lines[0]
+    steps = [line.split()[0] for line in lines[1:-1]]
+    assert steps[0] == "upload" and steps.count("upload") == 1 and steps[-1] == "commit"
+    assert lines[-1] == "published hello-queued 0.1.0"
 
 
 def test_publish_without_wait_prints_the_build_and_its_state(
