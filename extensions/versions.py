@@ -52,7 +52,10 @@ __all__ = [
 ]
 
 MAX_VERSION_LENGTH = 256
-MAX_CONSTRAINT_LENGTH = 1024
+# The parser's own bound. Inputs are bounded where they arrive (extension.toml's schema: 1024
+# characters), but the normal form of such a constraint, which is what the registry stores and index
+# documents carry, can be several times longer (`^1` is `>=1.0.0, <2.0.0-0`) and must parse again.
+MAX_CONSTRAINT_LENGTH = 16 * 1024
 
 _NUM = r"0|[1-9][0-9]*"
 _PRE_IDENT = r"0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*"

@@ -483,10 +483,18 @@ def test_it_points_at_the_bad_term_of_a_longer_constraint() -> None:
 
 
 def test_it_refuses_an_overlong_or_non_string_constraint() -> None:
-    with pytest.raises(ConstraintError, match="longer than 1024 characters"):
-        Constraint.parse(", ".join([">=1.0.0"] * 200))
+    with pytest.raises(ConstraintError, match="longer than 16384 characters"):
+        Constraint.parse(", ".join([">=1.0.0"] * 2400))
     with pytest.raises(ConstraintError, match="a constraint is a string"):
         Constraint.parse(2)  # type: ignore[arg-type]
+
+
+def test_the_normal_form_of_a_manifest_sized_constraint_parses_again() -> None:
+    wide = " || ".join(f"^{i}" for i in range(1, 300))[:1024].rsplit(" || ", 1)[0]
+    assert len(wide) <= 1024
+    normal = str(Constraint.parse(wide))
+    assert len(normal) > 3 * len(wide)  # the normal form is much longer than what was written
+    assert Constraint.parse(normal) == Constraint.parse(wide)
 
 
 # -- Requirements -------------------------------------------------------------------------------------

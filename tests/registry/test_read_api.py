@@ -404,9 +404,12 @@ def test_the_listings_by_kind_show_what_the_latest_versions_provide(
     assert [r[0] for r in listing("taskservs")] == ["kubectl", "kubernetes"]
 
 
-def test_the_install_route_space_is_left_free(client: Client, db: None) -> None:
-    # POST /api/v1/extensions/taskservs/install belongs to a later issue; today it is not a lookup.
-    assert client.post(f"{API}/taskservs/install").status_code in (404, 405)
+def test_the_install_route_is_not_taken_for_a_lookup(client: Client, db: None) -> None:
+    # POST /api/v1/extensions/taskservs/install is the install plan, not the lookup of a taskserv
+    # named "install" (a reserved name); an empty body is a bad request there.
+    response = client.post(f"{API}/taskservs/install")
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "bad_request"
 
 
 # --- nothing gets a 500 ---------------------------------------------------------------------------
