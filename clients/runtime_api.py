@@ -110,6 +110,7 @@ class _Handler(BaseHTTPRequestHandler):
     server: RuntimeServer
     server_version = "provisioning-runtime/0.1"
     protocol_version = "HTTP/1.1"
+    _body_read = False
 
     # --- plumbing ---------------------------------------------------------------------------------
 
@@ -151,6 +152,7 @@ class _Handler(BaseHTTPRequestHandler):
             )
 
     def _handle(self, method: str) -> None:
+        self._body_read = False  # one handler serves every request of a kept-alive connection
         try:
             self._check_host()
             route = self._route()
@@ -176,15 +178,17 @@ class _Handler(BaseHTTPRequestHandler):
             self._drain()
             self._fail(failure)
         except ClientError as exc:
+            self._drain()
             status, code = _status_of(exc)
             self._fail(_Failure(status, code, exc.message, exc.details))
         except Exception:
             log.exception("runtime API: %s %s failed", method, self.path)
+            self._drain()
             self._fail(_Failure(500, "internal_error", "the runtime failed to answer; see its log"))
 
     def _drain(self) -> None:
         """Read an unread body so that the connection stays usable (or close it if it is too big)."""
-        if getattr(self, "_body_read", False):
+        if self._body_read:
             return
         self._body_read = True
         length = self.headers.get("Content-Length")

@@ -275,3 +275,44 @@ def test_serve_with_output_json_announces_itself_with_the_envelope(
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(10) == 0
+
+
+def test_one_kept_alive_connection_serves_requests_after_a_refused_one(tmp_path: Path) -> None:
+    import threading
+
+    from clients.runtime import ExtensionManager, LoadPolicy
+    from clients.runtime_api import make_server
+
+    exts = tmp_path / "exts"
+    root = exts / "taskservs" / "aa" / "1.0.0"
+    root.mkdir(parents=True)
+    (root / "extension.toml").write_text(
+        '[extension]\nname = "aa"\nversion = "1.0.0"\ndescription = "a"\ntype = "taskserv"\n'
+    )
+    manager = ExtensionManager(
+        home=tmp_path / "home", client=None, runtime_version=None, search_paths=[exts], policy=LoadPolicy()
+    )
+    manager.load_extension("taskserv", "aa")
+    server = make_server(manager, port=0)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        assert server.server_address[0] == "127.0.0.1"
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        answers = []
+        for method, path, body, content_type in [
+            ("POST", "/api/v1/extensions/reload", b'{"name": 1}', "application/json"),
+            ("GET", "/api/v1/extensions/reload", None, None),
+            ("POST", "/api/v1/extensions/reload", b'{"extension_type": "taskserv", "name": "aa"}', "text/plain"),
+            ("POST", "/api/v1/extensions/reload", b'{"extension_type": "taskserv", "name": "aa"}', "application/json"),
+            ("GET", "/api/v1/extensions/loaded", None, None),
+        ]:
+            headers = {"Content-Type": content_type} if content_type else {}
+            connection.request(method, path, body=body, headers=headers)
+            response = connection.getresponse()
+            answers.append((response.status, json.loads(response.read())["success"]))
+        connection.close()
+        assert answers == [(400, False), (405, False), (415, False), (200, True), (200, True)]
+    finally:
+        server.shutdown()
+        server.server_close()
