@@ -11,7 +11,7 @@ import pytest
 
 from extensions.checks import find_nu, kcl_available
 
-pytest_plugins = ["tests.services"]
+pytest_plugins = ["tests.services", "tests.live_registry"]  # real services; a live registry process
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 

@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from tests.live_registry import LiveRegistry
     from tests.services import S3Bucket
 
-pytest_plugins = ["tests.live_registry"]
 
 Capsys = pytest.CaptureFixture[str]
 KUBERNETES_SET = ["containerd", "etcd", "kubernetes"]

@@ -32,7 +32,6 @@ from clients.runtime import (
 if TYPE_CHECKING:
     from tests.live_registry import LiveRegistry
 
-pytest_plugins = ["tests.live_registry"]
 
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLED = ROOT / "extensions"  # {type}s/{name}/{version}/: the versioned discovery layout

@@ -18,7 +18,6 @@ from tests.clients.client_tools import ROOT, Result, run
 if TYPE_CHECKING:
     from tests.live_registry import LiveRegistry
 
-pytest_plugins = ["tests.live_registry"]
 
 Capsys = pytest.CaptureFixture[str]
 

@@ -24,8 +24,6 @@ from tests.clients.client_tools import ROOT, run
 if TYPE_CHECKING:
     from tests.live_registry import LiveRegistry
 
-pytest_plugins = ["tests.live_registry"]
-
 
 @dataclass
 class Served:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from tests.factories import Publisher
     from tests.live_registry import LiveRegistry
 
-pytest_plugins = ["tests.factories", "tests.live_registry"]
+pytest_plugins = ["tests.factories"]
 pytestmark = pytest.mark.usefixtures("private_storage")
 
 
