@@ -61,8 +61,9 @@ examples: migrate
 	$(PY) manage.py publish --skip-existing extensions/providers/* extensions/taskservs/* extensions/clusters/*
 
 run: install tools migrate examples
-	@echo "serving the registry on http://127.0.0.1:$(PORT)"
-	$(PY) manage.py runserver --noreload 127.0.0.1:$(PORT)
+	@echo "serving the registry on http://127.0.0.1:$(PORT) (Ctrl-C stops it)"
+	$(VENV)/bin/gunicorn registry.wsgi --bind 127.0.0.1:$(PORT) --workers 2 --threads 4 \
+	  --worker-class gthread --timeout 300 --access-logfile -
 
 lint: install-dev
 	$(VENV)/bin/ruff check .
