@@ -9,7 +9,6 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_safe
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -28,12 +27,17 @@ def _base_url(request: HttpRequest) -> str:
 
 
 @csrf_exempt  # read-only: any other method is a 405, not a CSRF failure
-@require_safe
 def index_document(request: HttpRequest, name: str) -> HttpResponse:
     """Every version of one extension with sha256, size, yanked, dependencies, compatibility and
     provides, in the envelope. Canonical bytes (identical data, identical bytes), ETag, 304.
     Under gunicorn, registry.fastpath answers found documents before Django; this view answers
     everything else and the test client."""
+    if request.method not in ("GET", "HEAD"):
+        response = JsonResponse(
+            error_body("method_not_allowed", f"{request.method} is not allowed here: use GET or HEAD"), status=405
+        )
+        response["Allow"] = "GET, HEAD"
+        return response
     row = Extension.objects.filter(name=name).values_list("index_etag", "index_json").first()
     if row is None or not row[1]:
         return JsonResponse(error_body("not_found", f"no extension named {name!r}"), status=404)
