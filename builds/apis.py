@@ -16,15 +16,11 @@ from builds import services
 from builds.models import Build
 from builds.serializers import build_data
 from builds.uploads import LimitedHashingUploadHandler, too_large
-from registry.api import ApiView, PublishThrottle, WriteThrottle, ok
+from registry.api import ApiView, PublishThrottle, WriteThrottle, base_url, ok
 from registry.apis import ExtensionListApi
 from registry.errors import BadRequest, Forbidden, NotFound, RegistryError, Unauthenticated
 
 _SLACK = 64 * 1024  # multipart framing around the file
-
-
-def _base_url(request: Request) -> str:
-    return settings.REGISTRY_PUBLIC_URL or request.build_absolute_uri("/").rstrip("/")
 
 
 class _SubmitView(ApiView):
@@ -57,7 +53,7 @@ class _SubmitView(ApiView):
             )
         build = services.build_submit(actor=actor, kind=self.kind, upload=upload, filename=upload.name or "")
         build.refresh_from_db()
-        data = build_data(build, base_url=_base_url(request))
+        data = build_data(build, base_url=base_url(request))
         if build.status == Build.Status.FAILED:
             # The pipeline ran in-process and refused the package: answer with its error.
             raise RegistryError(
@@ -127,4 +123,4 @@ class BuildDetailApi(ApiView):
         build = Build.objects.select_related("submitted_by").filter(pk=pk).first()
         if build is None:
             raise NotFound(f"no build {build_id}")
-        return ok(build_data(build, base_url=_base_url(request)))
+        return ok(build_data(build, base_url=base_url(request)))

@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.http import HttpRequest
+from rest_framework import serializers
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser, MultiPartParser
@@ -15,6 +17,7 @@ from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.views import APIView
 
 from registry.authentication import BearerTokenAuthentication, client_address
+from registry.errors import BadRequest
 from registry.models import ApiToken
 from registry.tokens import Actor
 
@@ -23,6 +26,20 @@ SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 
 def ok(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     return Response({"success": True, "data": data}, status=status, headers=headers)
+
+
+def base_url(request: HttpRequest) -> str:
+    """The registry's public base URL (REGISTRY_PUBLIC_URL, else from the request)."""
+    return str(settings.REGISTRY_PUBLIC_URL or request.build_absolute_uri("/").rstrip("/"))
+
+
+def validated(serializer_class: type[serializers.Serializer], data: Any) -> dict[str, Any]:
+    """The request body checked by a serializer (400 with every problem, else the clean data)."""
+    if not isinstance(data, dict):
+        raise BadRequest("the request body must be a JSON object")
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
 
 
 def actor_for(request: Request) -> Actor:

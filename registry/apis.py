@@ -14,7 +14,6 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from django.conf import settings
 from django.http import FileResponse, HttpResponse, HttpResponseBase, HttpResponseRedirect
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
@@ -28,7 +27,7 @@ from rest_framework.response import Response
 from extensions.manifest import KINDS, manifest_schema
 from registry import openapi as _openapi  # noqa: F401 - registers the authentication schemes
 from registry import selectors, services, storage
-from registry.api import ApiView, ok
+from registry.api import ApiView, base_url, ok
 from registry.errors import BadRequest, NotFound
 from registry.models import Extension, Provide, Version
 
@@ -42,11 +41,6 @@ _KEYWORD_RE = re.compile(r"[a-z0-9-]{1,32}")  # as in extension.toml
 
 
 # --- helpers --------------------------------------------------------------------------------------
-
-
-def base_url(request: Request) -> str:
-    """The registry's public base URL (REGISTRY_PUBLIC_URL, else from the request)."""
-    return str(settings.REGISTRY_PUBLIC_URL or request.build_absolute_uri("/").rstrip("/"))
 
 
 def download_url(base: str, version: Version) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -15,15 +14,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from registry import resolution
-from registry.api import ApiView, ok
-from registry.errors import BadRequest, NotFound
+from registry.api import ApiView, base_url, ok, validated
+from registry.errors import NotFound
 from registry.exceptions import error_body
 from registry.fastpath import CACHE_CONTROL, etag_matches
 from registry.models import Extension
-
-
-def _base_url(request: HttpRequest) -> str:
-    return settings.REGISTRY_PUBLIC_URL or request.build_absolute_uri("/").rstrip("/")
 
 
 @csrf_exempt  # read-only: any other method is a 405, not a CSRF failure
@@ -67,14 +62,6 @@ class ResolveInput(serializers.Serializer):
         return value
 
 
-def _valid(serializer_class: type[serializers.Serializer], data: Any) -> dict[str, Any]:
-    if not isinstance(data, dict):
-        raise BadRequest("the request body must be a JSON object")
-    serializer = serializer_class(data=data)
-    serializer.is_valid(raise_exception=True)
-    return dict(serializer.validated_data)
-
-
 class ResolveApi(ApiView):
     """POST /api/v1/resolve: the newest versions satisfying every constraint, in install order."""
 
@@ -90,14 +77,14 @@ class ResolveApi(ApiView):
         tags=["resolve"],
     )
     def post(self, request: Request) -> Response:
-        data = _valid(ResolveInput, request.data)
+        data = validated(ResolveInput, request.data)
         result = resolution.resolve_requirements(
             requirements=data["requirements"],
             runtime_version=data.get("runtime_version"),
             include_prereleases=data["include_prereleases"],
             locked=data.get("locked") or None,
         )
-        return ok(resolution.resolution_data(result, _base_url(request)))
+        return ok(resolution.resolution_data(result, base_url(request)))
 
 
 class InstallInput(serializers.Serializer):
@@ -124,12 +111,12 @@ class InstallPlanApi(ApiView):
         kind = _KINDS.get(kinds)
         if kind is None:
             raise NotFound(f"no install endpoint for {kinds!r}: use one of {', '.join(sorted(_KINDS))}")
-        data = _valid(InstallInput, request.data)
+        data = validated(InstallInput, request.data)
         plan = resolution.install_plan(
             kind=kind,
             name=data["name"],
             version=data.get("version") or None,
             runtime_version=data.get("runtime_version"),
-            base_url=_base_url(request),
+            base_url=base_url(request),
         )
         return ok(plan)

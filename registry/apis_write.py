@@ -11,19 +11,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from registry import services
-from registry.api import ApiView, ok
+from registry.api import ApiView, ok, validated
 from registry.authentication import BasicPasswordAuthentication
-from registry.errors import BadRequest, NotFound, Unauthenticated
+from registry.errors import NotFound, Unauthenticated
 from registry.models import ApiToken, Extension, Version
 from registry.selectors import check_name
-
-
-def _valid(serializer_class: type[serializers.Serializer], data: Any) -> dict[str, Any]:
-    if not isinstance(data, dict):
-        raise BadRequest("the request body must be a JSON object")
-    serializer = serializer_class(data=data)
-    serializer.is_valid(raise_exception=True)
-    return dict(serializer.validated_data)
 
 
 def _yank_data(version: Version) -> dict[str, Any]:
@@ -50,7 +42,7 @@ class YankApi(ApiView):
         tags=["owners"],
     )
     def post(self, request: Request, name: str, version: str) -> Response:
-        data = _valid(YankInput, request.data)
+        data = validated(YankInput, request.data)
         row = services.version_yank(actor=self.actor(), name=name, version=version, reason=data["reason"])
         return ok(_yank_data(row))
 
@@ -101,7 +93,7 @@ class OwnersApi(ApiView):
         tags=["owners"],
     )
     def post(self, request: Request, name: str) -> Response:
-        data = _valid(OwnerInput, request.data)
+        data = validated(OwnerInput, request.data)
         extension = services.owner_add(actor=self.actor(), name=name, username=data["username"])
         return ok(_owners_data(extension))
 
@@ -112,7 +104,7 @@ class OwnersApi(ApiView):
         tags=["owners"],
     )
     def delete(self, request: Request, name: str) -> Response:
-        data = _valid(OwnerInput, request.data)
+        data = validated(OwnerInput, request.data)
         extension = services.owner_remove(actor=self.actor(), name=name, username=data["username"])
         return ok(_owners_data(extension))
 
@@ -161,7 +153,7 @@ class TokensApi(ApiView):
         tags=["tokens"],
     )
     def post(self, request: Request) -> Response:
-        data = _valid(TokenInput, request.data)
+        data = validated(TokenInput, request.data)
         token, secret = services.token_create(
             actor=self.actor(),
             name=data["name"],
@@ -177,6 +169,6 @@ class TokensApi(ApiView):
         tags=["tokens"],
     )
     def delete(self, request: Request) -> Response:
-        data = _valid(TokenRevokeInput, request.data)
+        data = validated(TokenRevokeInput, request.data)
         token = services.token_revoke(actor=self.actor(), token_id=data["id"])
         return ok(_token_data(token))
