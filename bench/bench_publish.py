@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.common import Context, Row, median, ms, percentile
+from bench.common import Context, Row, blob_source, median, ms, percentile
 
 
 def _make_packages(workdir: Path, count: int, name: str = "bench-blob") -> list[Path]:
@@ -26,15 +26,7 @@ def _make_packages(workdir: Path, count: int, name: str = "bench-blob") -> list[
     packages = []
     blob = secrets.token_bytes(1024 * 1024)  # incompressible: the package is ~1 MB
     for i in range(count):
-        source = workdir / "src" / f"v{i}"
-        (source / "data").mkdir(parents=True)
-        (source / "extension.toml").write_text(
-            f'[extension]\nname = "{name}"\nversion = "1.0.{i}"\n'
-            'description = "A 1 MB benchmark package"\ntype = "taskserv"\n\n'
-            f'[provides]\ntaskservs = ["{name}"]\n'
-        )
-        (source / "README.md").write_text(f"# {name}\n")
-        (source / "data" / "blob.bin").write_bytes(blob[i:] + blob[:i])
+        source = blob_source(workdir / "src" / f"v{i}", name, f"1.0.{i}", blob[i:] + blob[:i])
         packages.append(build_package(source, workdir / "dist").path)
     return packages
 

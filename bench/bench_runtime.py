@@ -25,20 +25,11 @@ import sys
 import time
 from pathlib import Path
 
-from bench.common import Context, Row, median, ms, percentile
+from bench.common import Context, Row, blob_source, median, ms, percentile
 
 
 def _blob_source(workdir: Path, name: str = "bench-blob") -> Path:
-    source = workdir / "src" / name
-    (source / "data").mkdir(parents=True)
-    (source / "extension.toml").write_text(
-        f'[extension]\nname = "{name}"\nversion = "1.0.0"\ndescription = "A 1 MB runtime benchmark package"\n'
-        'type = "taskserv"\n\n[compatibility]\nprovisioning_version = ">=1.0.0"\n\n'
-        f'[provides]\ntaskservs = ["{name}"]\n'
-    )
-    (source / "README.md").write_text(f"# {name}\n")
-    (source / "data" / "blob.bin").write_bytes(secrets.token_bytes(1024 * 1024))
-    return source
+    return blob_source(workdir / "src" / name, name, "1.0.0", secrets.token_bytes(1024 * 1024))
 
 
 def _curl_baseline(url: str, target: Path) -> float:

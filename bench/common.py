@@ -56,3 +56,18 @@ def percentile(samples: list[float], pct: float) -> float:
 
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:.1f} ms"
+
+
+def blob_source(directory: Path, name: str, version: str, blob: bytes) -> Path:
+    """An extension source whose package is about the size of ``blob`` (give it random bytes: the
+    data is stored, not compressed away), in ``directory``."""
+    (directory / "data").mkdir(parents=True)
+    (directory / "extension.toml").write_text(
+        f'[extension]\nname = "{name}"\nversion = "{version}"\n'
+        f'description = "A {len(blob) // 1024} KiB benchmark package"\ntype = "taskserv"\n\n'
+        '[compatibility]\nprovisioning_version = ">=1.0.0"\n\n'
+        f'[provides]\ntaskservs = ["{name}"]\n'
+    )
+    (directory / "README.md").write_text(f"# {name}\n")
+    (directory / "data" / "blob.bin").write_bytes(blob)
+    return directory
