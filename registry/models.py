@@ -141,6 +141,8 @@ class Provide(models.Model):
     version = models.ForeignKey(Version, on_delete=models.CASCADE, related_name="provides")
     kind = models.CharField(max_length=16, choices=Kind.choices)
     name = models.CharField(max_length=64)
+    # extensions.names.confusable_key(name): provided names are typosquat-checked like extension names.
+    confusable_key = models.CharField(max_length=192, db_index=True, default="")
 
     class Meta:
         constraints: ClassVar[list[Any]] = [

@@ -117,25 +117,38 @@ def _check_name_available(actor: Actor, name: str) -> None:
 
 
 def _check_provides(actor: Actor, manifest: Manifest, extension: Extension | None) -> None:
-    """A provided (kind, name) belongs to one extension: another owner's extension cannot claim it."""
+    """A provided (kind, name) belongs to one extension: another owner's extension cannot claim it,
+    nor a name confusable with it or with another owner's extension name (clients look provided
+    names up by kind, so a look-alike would be a typosquat)."""
     for kind in KINDS:
         singular = kind[:-1]
         for provided in manifest.provides.get(kind, ()):
-            clash = (
-                Provide.objects.filter(kind=singular, name=provided)
+            keys = confusable_keys(provided)
+            clashes = (
+                Provide.objects.filter(kind=singular, confusable_key__in=keys)
                 .exclude(version__extension__name=manifest.name)
                 .select_related("version__extension")
-                .first()
             )
-            if clash is None:
-                continue
-            other = clash.version.extension
-            if actor.user is None or not other.ownerships.filter(user_id=actor.user.pk).exists():
+            for clash in clashes:
+                other = clash.version.extension
+                if _is_owner(other, actor):
+                    continue
+                how = "already provided" if clash.name == provided else f"too similar to the {singular} {clash.name!r}"
                 raise NameTaken(
-                    f"the {singular} {provided!r} is already provided by the extension {other.name!r}, "
-                    "owned by someone else",
-                    details=[{"kind": singular, "name": provided, "existing": other.name}],
+                    f"the {singular} {provided!r} is {how} by the extension {other.name!r}, owned by someone else"
+                    + ("" if clash.name == provided else "; choose a clearly different name"),
+                    details=[
+                        {"kind": singular, "name": provided, "existing": other.name}
+                        | ({} if clash.name == provided else {"similar_to": clash.name})
+                    ],
                 )
+            for other in Extension.objects.filter(confusable_key__in=keys).exclude(name=manifest.name):
+                if not _is_owner(other, actor):
+                    raise NameTaken(
+                        f"the {singular} {provided!r} is too similar to the extension {other.name!r}, owned by "
+                        "someone else; choose a clearly different name",
+                        details=[{"kind": singular, "name": provided, "existing": other.name}],
+                    )
 
 
 def _check_dependencies(manifest: Manifest) -> None:
@@ -336,7 +349,7 @@ def version_create(
     )
     Provide.objects.bulk_create(
         [
-            Provide(version=version, kind=kind[:-1], name=provided)
+            Provide(version=version, kind=kind[:-1], name=provided, confusable_key=confusable_key(provided))
             for kind in KINDS
             for provided in sorted(set(manifest.provides.get(kind, ())))
         ]

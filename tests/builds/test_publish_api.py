@@ -77,6 +77,12 @@ def keys(prefix: str) -> set[str]:
     return {key for key, _ in storage.list_keys(prefix)}
 
 
+def publish_ok(client: Client, token: str, path: Path) -> dict[str, Any]:
+    response = post_file(client, token, path)
+    assert response.status_code == 202, response.content.decode("utf-8", "replace")
+    return dict(response.json()["data"])
+
+
 def build_of(error: dict[str, Any]) -> Build:
     """The build a refused publish names in its details."""
     ids = {d["build"] for d in error["details"] if isinstance(d, dict) and "build" in d}
@@ -906,3 +912,40 @@ def test_a_malformed_content_length_is_refused_cleanly(
     response = post_file(client, token, package(tmp_path, "etcd", "3.5.9"), CONTENT_LENGTH=length)
     error_of(response, status, code)
     assert not Build.objects.exists()
+
+
+# --- typosquatting through provided names -------------------------------------------------------------
+
+
+def test_a_provided_name_confusable_with_another_owners_provided_name_is_name_taken(
+    client: Client, token: str, tmp_path: Path
+) -> None:
+    from tests.factories import make_token, make_user, package
+
+    publish_ok(client, token, package(tmp_path / "a", "kubernetes", "1.28.6"))
+    mallory = make_token(make_user("mallory"))
+    squat = package(tmp_path / "b", "foo-tools", "1.0.0", provides={"taskservs": ["kubernets"]})
+    error = error_of(post_file(client, mallory, squat), 409, "name_taken")
+    assert "'kubernets'" in error["message"] and "'kubernetes'" in error["message"]
+    assert not Extension.objects.filter(name="foo-tools").exists()
+    digits = package(tmp_path / "c", "k8s-tools", "1.0.0", provides={"taskservs": ["kubernete5"]})
+    error_of(post_file(client, mallory, digits), 409, "name_taken")
+
+
+def test_a_provided_name_confusable_with_another_owners_extension_name_is_name_taken(
+    client: Client, token: str, tmp_path: Path
+) -> None:
+    from tests.factories import make_token, make_user, package
+
+    publish_ok(client, token, package(tmp_path / "a", "cert-manager", "1.0.0", provides={"taskservs": ["certs"]}))
+    mallory = make_token(make_user("mallory"))
+    squat = package(tmp_path / "b", "helper-pack", "1.0.0", provides={"taskservs": ["certmanager"]})
+    error = error_of(post_file(client, mallory, squat), 409, "name_taken")
+    assert "too similar to the extension 'cert-manager'" in error["message"]
+
+
+def test_an_owner_may_provide_names_confusable_with_their_own(client: Client, token: str, tmp_path: Path) -> None:
+    from tests.factories import package
+
+    publish_ok(client, token, package(tmp_path / "a", "kubernetes", "1.28.6"))
+    publish_ok(client, token, package(tmp_path / "b", "kube-extras", "1.0.0", provides={"taskservs": ["kubernets"]}))
