@@ -36,8 +36,6 @@ def _now_iso() -> str:
 def build_submit(*, actor: Actor, kind: str, upload: Any, filename: str) -> Build:
     """Record a build for an upload (already streamed to a local temporary file and hashed), stage
     the upload where any worker can read it, and enqueue the pipeline after the commit."""
-    from builds.tasks import run_build
-
     build = Build.objects.create(
         kind=kind,
         submitted_by=actor.user,
@@ -64,8 +62,22 @@ def build_submit(*, actor: Actor, kind: str, upload: Any, filename: str) -> Buil
         _finish_failed(build, attempt=None, code=exc.code, message=exc.message, details=[])
         raise
     Build.objects.filter(pk=build.pk).update(upload_key=key)
-    transaction.on_commit(lambda: run_build.delay(str(build.pk)))
+    transaction.on_commit(lambda: _enqueue(str(build.pk)))
     return build
+
+
+def _enqueue(build_id: str) -> None:
+    """Send the build to the workers. If the broker cannot take it now, the build stays queued
+    (its upload is staged) and the reaper sends it again once the broker answers."""
+    from builds.tasks import run_build
+
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        run_build.delay(build_id)  # in-process: errors are the pipeline's own, recorded on the build
+        return
+    try:
+        run_build.delay(build_id)
+    except Exception:  # kombu raises many kinds; all mean "not sent now"
+        log.warning("build %s: the task queue is unavailable; it stays queued for the reaper", build_id, exc_info=True)
 
 
 def build_claim(build_id: str) -> int | None:

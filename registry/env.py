@@ -83,6 +83,35 @@ def env_path(name: str, default: Path) -> Path:
     return (Path(value).expanduser() if value else default).resolve()
 
 
+def env_data_dir(name: str, default: Path) -> Path:
+    """A directory the registry writes to: created if missing; anything unusable stops start-up."""
+    path = env_path(name, default)
+    if path.exists() and not path.is_dir():
+        raise ImproperlyConfigured(f"{name}={str(path)!r} is not a directory; point it at a writable directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ImproperlyConfigured(
+            f"{name}={str(path)!r} cannot be used as the data directory: {exc.strerror}; "
+            "point it at a writable directory"
+        ) from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ImproperlyConfigured(f"{name}={str(path)!r} is not writable; point it at a writable directory")
+    return path
+
+
+def env_url(name: str, default: str, schemes: tuple[str, ...]) -> str:
+    """A URL whose scheme is one of ``schemes`` (empty stays empty)."""
+    value = env_str(name, default)
+    if not value:
+        return value
+    scheme = value.split("://", 1)[0].lower() if "://" in value else ""
+    if scheme not in schemes:
+        allowed = ", ".join(f"{s}://" for s in schemes)
+        raise ImproperlyConfigured(f"{name}={redact_url(value)!r} is not a URL this registry can use: use {allowed}")
+    return value
+
+
 def env_rate(name: str, default: str) -> str:
     """A throttle rate in DRF's syntax: ``60/minute``, ``5/s``."""
     value = env_str(name, default)
@@ -147,7 +176,6 @@ def secret_key(name: str, data_dir: Path) -> str:
         return path.read_text(encoding="utf-8").strip()
     except FileNotFoundError:
         pass
-    data_dir.mkdir(parents=True, exist_ok=True)
     key = secrets.token_urlsafe(50)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

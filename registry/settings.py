@@ -10,17 +10,18 @@ from registry.env import (
     database_from_url,
     env_bool,
     env_choice,
+    env_data_dir,
     env_int,
     env_list,
-    env_path,
     env_rate,
     env_size,
     env_str,
+    env_url,
     secret_key,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-REGISTRY_DATA_DIR = env_path("REGISTRY_DATA_DIR", BASE_DIR / "var")
+REGISTRY_DATA_DIR = env_data_dir("REGISTRY_DATA_DIR", BASE_DIR / "var")
 
 SECRET_KEY = secret_key("DJANGO_SECRET_KEY", REGISTRY_DATA_DIR)
 DEBUG = env_bool("DJANGO_DEBUG", False)
@@ -148,8 +149,10 @@ REGISTRY_MAX_DEPTH = env_int("REGISTRY_MAX_DEPTH", 32, minimum=1)
 REGISTRY_MAX_MANIFEST_BYTES = env_size("REGISTRY_MAX_MANIFEST_BYTES", 64 * 1024)
 
 # --- Celery: in-process (eager) unless a broker is configured ----------------------------------
-CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "")
+CELERY_BROKER_URL = env_url("CELERY_BROKER_URL", "", ("redis", "rediss", "amqp", "amqps", "sqs"))
 CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
+if CELERY_TASK_ALWAYS_EAGER:
+    CELERY_BROKER_URL = "memory://"  # tasks run in-process; nothing is ever sent
 CELERY_TASK_EAGER_PROPAGATES = False
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -166,11 +169,20 @@ REGISTRY_BUILD_STALE_SECONDS = env_int("REGISTRY_BUILD_STALE_SECONDS", 60, minim
 REGISTRY_SWEEP_GRACE_SECONDS = env_int("REGISTRY_SWEEP_GRACE_SECONDS", 3600, minimum=0)
 
 # --- Cache -------------------------------------------------------------------------------------
-_cache_url = env_str("CACHE_URL", "")
+_cache_url = env_url("CACHE_URL", "", ("redis", "rediss", "unix"))
 if _cache_url:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _cache_url}}
+    CACHES: dict[str, dict[str, object]] = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _cache_url}
+    }
 else:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "registry"}}
+    # Files under the data dir: throttling counters are shared by every process on this machine.
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": str(REGISTRY_DATA_DIR / "cache"),
+            "OPTIONS": {"MAX_ENTRIES": 10_000},
+        }
+    }
 
 # --- API ---------------------------------------------------------------------------------------
 REGISTRY_RATE_PUBLISH = env_rate("REGISTRY_RATE_PUBLISH", "60/minute")
@@ -204,7 +216,10 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO").upper()},
+    "root": {
+        "handlers": ["console"],
+        "level": env_choice("LOG_LEVEL", "info", ("debug", "info", "warning", "error", "critical")).upper(),
+    },
     "loggers": {
         "django.server": {"level": "WARNING"},
         "celery.app.trace": {"level": "WARNING"},

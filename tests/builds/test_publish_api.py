@@ -949,3 +949,32 @@ def test_an_owner_may_provide_names_confusable_with_their_own(client: Client, to
 
     publish_ok(client, token, package(tmp_path / "a", "kubernetes", "1.28.6"))
     publish_ok(client, token, package(tmp_path / "b", "kube-extras", "1.0.0", provides={"taskservs": ["kubernets"]}))
+
+
+def test_with_the_task_queue_down_the_build_stays_queued_for_the_reaper(
+    client: Client, token: str, tmp_path: Path, settings: Any
+) -> None:
+    from registry.celery import app
+    from tests.factories import package
+    from tests.services import _reset_celery_connections, free_port
+
+    dead = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    saved = {key: app.conf[key] for key in ("broker_url", "task_always_eager", "task_publish_retry_policy")}
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    app.conf.update(
+        broker_url=dead,
+        task_always_eager=False,
+        task_publish_retry_policy={"max_retries": 1, "interval_start": 0, "interval_step": 0.1},
+    )
+    _reset_celery_connections(app)
+    try:
+        response = post_file(client, token, package(tmp_path, "etcd", "3.5.9"))
+    finally:
+        app.conf.update(saved)
+        _reset_celery_connections(app)
+    assert response.status_code == 202, response.content
+    queued = response.json()["data"]
+    assert queued["status"] == "queued"
+    build = Build.objects.get(pk=queued["id"])
+    assert build.status == Build.Status.QUEUED and build.upload_key  # staged, waiting for the reaper
+    assert keys(storage.UPLOADS_PREFIX) == {build.upload_key}

@@ -97,3 +97,32 @@ def test_postgres_urls_are_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("X_DB", "postgres://reg:pw@db.internal:5433/")
     with pytest.raises(ImproperlyConfigured, match="names no database"):
         env.database_from_url("X_DB", "sqlite:///x")
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "needle"),
+    [
+        ("LOG_LEVEL", "LOUD", "use one of debug, info, warning, error, critical"),
+        ("CACHE_URL", "foo://x", "use redis://, rediss://, unix://"),
+        ("CELERY_BROKER_URL", "nope", "use redis://"),
+        ("CELERY_BROKER_URL", "redis://:hunter2@h:6379/0x", None),  # a well-formed URL passes
+    ],
+)
+def test_urls_and_log_levels_are_checked_at_start_up(tmp_path: Path, name: str, value: str, needle: str | None) -> None:
+    proc = manage(tmp_path, "check", **{name: value})
+    if needle is None:
+        assert proc.returncode == 0, proc.stderr
+        return
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert name in proc.stderr and needle in proc.stderr
+
+
+def test_an_unusable_data_dir_stops_start_up_with_one_line(tmp_path: Path) -> None:
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    for value, needle in [(str(a_file), "is not a directory"), ("/proc/nope/deeper", "cannot be used")]:
+        proc = manage(tmp_path, "check", REGISTRY_DATA_DIR=value)
+        assert proc.returncode == 2
+        assert len(proc.stderr.strip().splitlines()) == 1
+        assert "REGISTRY_DATA_DIR" in proc.stderr and needle in proc.stderr
