@@ -12,10 +12,13 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from extensions.errors import ExtensionError
 from extensions.index import parse_index
 from extensions.resolver import Candidate, Resolution, resolve
+from extensions.versions import Constraint, Version
 from registry.errors import BadRequest, NotFound
 from registry.models import Extension, Provide
+from registry.models import Version as VersionRow
 
 _lock = threading.Lock()
 _parsed: dict[str, tuple[str, tuple[Candidate, ...]]] = {}  # name -> (etag, candidates newest first)
@@ -104,23 +107,46 @@ def resolve_requirements(
 
 
 def _extension_for(kind: str, name: str) -> str:
-    """The extension that provides ``kind`` NAME (an extension of that name first)."""
-    if Extension.objects.filter(name=name).exclude(index_etag="").exists():
-        return name
+    """The extension that provides ``kind`` NAME: one providing it, else one of that kind named
+    NAME. An extension of another kind named NAME is pointed at its own install endpoint."""
     provider = (
         Provide.objects.filter(kind=kind, name=name, version__yanked=False)
         .order_by("-version__published_at")
         .values_list("version__extension__name", flat=True)
         .first()
     )
-    if provider is None:
-        from difflib import get_close_matches
+    if provider is not None:
+        return str(provider)
+    other = Extension.objects.filter(name=name).exclude(index_etag="").values_list("type", flat=True).first()
+    if other == kind:
+        return name
+    if other is not None:
+        raise NotFound(
+            f"{name!r} is a {other}, not a {kind}: use POST /api/v1/extensions/{other}s/install",
+            details=[{"name": name, "type": other}],
+        )
+    from difflib import get_close_matches
 
-        known = list(Provide.objects.filter(kind=kind).values_list("name", flat=True).distinct())
-        close = get_close_matches(name, known, n=3)
-        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-        raise NotFound(f"no {kind} named {name!r} in this registry{hint}")
-    return str(provider)
+    known = list(Provide.objects.filter(kind=kind).values_list("name", flat=True).distinct())
+    close = get_close_matches(name, known, n=3)
+    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    raise NotFound(f"no {kind} named {name!r} in this registry{hint}")
+
+
+def _version_requirement(extension: str, version: str | None) -> str:
+    """The root requirement for an install: a full version pins it exactly, anything else is a
+    constraint (``^1.28``, ``>=1.28, <2``)."""
+    if not version:
+        return extension
+    try:
+        Version.parse(version)
+    except ExtensionError:
+        try:
+            Constraint.parse(version)
+        except ExtensionError as exc:
+            raise BadRequest(f"version: {exc}", details=[{"path": "version", "message": str(exc)}]) from None
+        return f"{extension} {version}"
+    return f"{extension} ={version}"
 
 
 def install_plan(
@@ -129,7 +155,7 @@ def install_plan(
     """What installing a taskserv (or cluster, provider) takes: the resolved set in install order
     with download URLs and digests, and what each needs from the host."""
     extension = _extension_for(kind, name)
-    requirement = f"{extension} ={version}" if version else extension
+    requirement = _version_requirement(extension, version)
     resolution = resolve_requirements(
         requirements=[requirement], runtime_version=runtime_version, include_prereleases=False, locked=None
     )
@@ -161,10 +187,8 @@ def install_plan(
 
 
 def _manifests(resolution: Resolution) -> dict[tuple[str, str], dict[str, Any]]:
-    from registry.models import Version
-
     wanted = {(name, str(c.version)) for name, c in resolution.resolved.items()}
-    rows = Version.objects.filter(extension__name__in=[n for n, _ in wanted]).values_list(
+    rows = VersionRow.objects.filter(extension__name__in=[n for n, _ in wanted]).values_list(
         "extension__name", "version", "manifest"
     )
     return {(n, v): m for n, v, m in rows if (n, v) in wanted}

@@ -602,6 +602,18 @@ def token_revoke(*, actor: Actor, token_id: int) -> ApiToken:
     return token
 
 
+def _check_username(username: str) -> None:
+    from django.contrib.auth.validators import UnicodeUsernameValidator
+    from django.core.exceptions import ValidationError
+
+    if not username or len(username) > 150:
+        raise BadRequest("a username is 1 to 150 characters: letters, digits and @ . + - _")
+    try:
+        UnicodeUsernameValidator()(username)
+    except ValidationError:
+        raise BadRequest(f"{username!r} is not a valid username: use letters, digits and @ . + - _ only") from None
+
+
 @transaction.atomic
 def user_create_token_for(*, username: str, scopes: list[str], create_user: bool, name: str, days: int | None) -> str:
     """For `manage.py createtoken`: a token for USERNAME (creating the user if asked). One
@@ -611,6 +623,7 @@ def user_create_token_for(*, username: str, scopes: list[str], create_user: bool
     if user is None:
         if not create_user:
             raise NotFound(f"no user named {username!r}; pass --create-user to create one")
+        _check_username(username)
         user = users.objects.create_user(username=username)
         user.set_unusable_password()
         user.save()

@@ -100,6 +100,16 @@ def test_createtoken_refuses_a_bad_scope_and_creates_nothing(db: None, scope: st
     assert not get_user_model().objects.filter(username="bob").exists()
 
 
+@pytest.mark.parametrize("username", ["", "bad user!", "x" * 151])
+def test_createtoken_refuses_a_bad_username_and_creates_nothing(db: None, username: str) -> None:
+    result = run("createtoken", username, "--create-user")
+
+    assert result.error is not None
+    assert "letters, digits and @ . + - _" in str(result.error)
+    assert not get_user_model().objects.exists()
+    assert not ApiToken.objects.exists()
+
+
 def test_createtoken_refuses_a_bad_expiry(db: None) -> None:
     from tests.factories import make_user
 

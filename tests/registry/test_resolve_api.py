@@ -291,3 +291,22 @@ def test_every_bundled_example_resolves(examples_registry: LiveRegistry, tmp_pat
     for name in names:
         response = httpx.post(f"{examples_registry.url}/api/v1/resolve", json={"requirements": [name]}, timeout=30)
         assert response.status_code == 200, (name, response.text)
+
+
+def test_the_install_plan_checks_the_kind_and_takes_constraints(examples_registry: LiveRegistry) -> None:
+    def plan(kinds: str, body: dict[str, Any]) -> httpx.Response:
+        return httpx.post(f"{examples_registry.url}/api/v1/extensions/{kinds}/install", json=body, timeout=30)
+
+    wrong = plan("taskservs", {"name": "etcd-cluster"})
+    assert wrong.status_code == 404
+    assert wrong.json()["error"]["message"] == (
+        "'etcd-cluster' is a cluster, not a taskserv: use POST /api/v1/extensions/clusters/install"
+    )
+    assert plan("clusters", {"name": "etcd-cluster"}).json()["data"]["kind"] == "cluster"
+    assert plan("providers", {"name": "kubernetes"}).status_code == 404
+    ranged = plan("taskservs", {"name": "kubernetes", "version": "~1.28"})
+    assert ranged.status_code == 200
+    assert ranged.json()["data"]["version"] == "1.28.6"
+    bad = plan("taskservs", {"name": "kubernetes", "version": "bad"})
+    assert bad.status_code == 400
+    assert bad.json()["error"]["message"].startswith("version: 'bad' is not a valid constraint")
