@@ -38,13 +38,14 @@ COMMAND_GROUPS: dict[str, tuple[str, ...]] = {
     "runtime": ("module", "runtime"),
 }
 
+# Each group's description starts with its commands, as `--help` lists them (tests/clients/test_cli.py).
 GROUPS = {
-    "extension": "validate, test, build, publish, yank, search, inspect and sync extensions",
+    "extension": "validate, test, build, publish, yank, search, info and sync extensions",
     "module": "discover, load, list and reload extensions in the runtime",
-    "taskserv": "install taskservs (and their dependencies) into an infrastructure directory",
-    "cluster": "install clusters (and their dependencies) into an infrastructure directory",
-    "providers": "list, install and validate providers",
-    "registry": "log in to and out of a registry",
+    "taskserv": "create and list taskservs: install one (and its dependencies) into an infrastructure directory",
+    "cluster": "create and list clusters: install one (and its dependencies) into an infrastructure directory",
+    "providers": "create, list and validate providers",
+    "registry": "login and logout: keep or forget an API token for a registry",
     "runtime": "serve the runtime's loaded-extension API on loopback",
 }
 
