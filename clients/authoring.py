@@ -38,12 +38,17 @@ class Validation:
 
 
 def _manifest_file(path: Path) -> Path:
+    """PATH/extension.toml (PATH may also be the file itself); ClientError saying what is missing."""
     path = Path(path)
-    target = path / "extension.toml" if path.is_dir() else path
-    if not target.exists():
-        where = path if path.is_dir() else path.parent
+    if not path.exists():
         raise ClientError(
-            f"no extension.toml in {where}: an extension source directory must contain extension.toml",
+            f"{path} does not exist: give an extension source directory (one holding extension.toml)",
+            code="not_found",
+        )
+    target = path / "extension.toml" if path.is_dir() else path
+    if not target.is_file():
+        raise ClientError(
+            f"no extension.toml in {path}: an extension source directory must contain extension.toml",
             code="not_found",
         )
     return target

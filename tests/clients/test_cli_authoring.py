@@ -212,3 +212,26 @@ def test_the_console_script_runs_as_users_run_it(good: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["success"] is True
+
+
+@pytest.mark.parametrize("command", ["validate", "test", "build"])
+def test_a_path_that_does_not_exist_is_named_as_missing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for given, shown in (("nope", "nope"), (str(tmp_path / "x" / "nope" / "deeper"), str(tmp_path / "x/nope/deeper"))):
+        code, out, err = run(capsys, "extension", command, given)
+        assert code == 1
+        assert err == (
+            f"error: {shown} does not exist: give an extension source directory (one holding extension.toml)\n"
+        )
+        assert out == ""
+    assert not (tmp_path / "dist").exists()
+
+
+def test_a_directory_without_a_manifest_is_named(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run(capsys, "extension", "validate", str(tmp_path))
+    assert code == 1
+    assert err == (
+        f"error: no extension.toml in {tmp_path}: an extension source directory must contain extension.toml\n"
+    )
