@@ -99,6 +99,8 @@ class OwnersApi(ApiView):
 
     @extend_schema(
         operation_id="owners_remove",
+        description='Remove the owner named in the JSON body `{"username"}` (or use '
+        "`DELETE /api/v1/extensions/{name}/owners/{username}/`, which needs no body).",
         request=OwnerInput,
         responses={200: OpenApiResponse(description="owners")},
         tags=["owners"],
@@ -106,6 +108,20 @@ class OwnersApi(ApiView):
     def delete(self, request: Request, name: str) -> Response:
         data = validated(OwnerInput, request.data)
         extension = services.owner_remove(actor=self.actor(), name=name, username=data["username"])
+        return ok(_owners_data(extension))
+
+
+class OwnerApi(ApiView):
+    """DELETE /api/v1/extensions/{name}/owners/{username}/: remove one owner (no request body)."""
+
+    @extend_schema(
+        operation_id="owner_remove",
+        request=None,
+        responses={200: OpenApiResponse(description="owners")},
+        tags=["owners"],
+    )
+    def delete(self, request: Request, name: str, username: str) -> Response:
+        extension = services.owner_remove(actor=self.actor(), name=name, username=username)
         return ok(_owners_data(extension))
 
 
@@ -164,6 +180,8 @@ class TokensApi(ApiView):
 
     @extend_schema(
         operation_id="tokens_revoke",
+        description='Revoke the token whose id is in the JSON body `{"id"}` (or use '
+        "`DELETE /api/v1/tokens/{id}/`, which needs no body).",
         request=TokenRevokeInput,
         responses={200: OpenApiResponse(description="the revoked token")},
         tags=["tokens"],
@@ -171,4 +189,20 @@ class TokensApi(ApiView):
     def delete(self, request: Request) -> Response:
         data = validated(TokenRevokeInput, request.data)
         token = services.token_revoke(actor=self.actor(), token_id=data["id"])
+        return ok(_token_data(token))
+
+
+class TokenApi(TokensApi):
+    """DELETE /api/v1/tokens/{id}/: revoke one of the caller's tokens (no request body)."""
+
+    http_method_names = ["delete", "options"]
+
+    @extend_schema(
+        operation_id="token_revoke",
+        request=None,
+        responses={200: OpenApiResponse(description="the revoked token")},
+        tags=["tokens"],
+    )
+    def delete(self, request: Request, token_id: int) -> Response:  # type: ignore[override]
+        token = services.token_revoke(actor=self.actor(), token_id=token_id)
         return ok(_token_data(token))

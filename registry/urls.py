@@ -34,7 +34,9 @@ urlpatterns = [
         name="version-yank",
     ),
     path(f"{api}extensions/<str:name>/owners/", apis_write.OwnersApi.as_view(), name="extension-owners"),
+    path(f"{api}extensions/<str:name>/owners/<str:username>/", apis_write.OwnerApi.as_view(), name="extension-owner"),
     path(f"{api}tokens/", apis_write.TokensApi.as_view(), name="tokens"),
+    path(f"{api}tokens/<int:token_id>/", apis_write.TokenApi.as_view(), name="token"),
     # Keep this lookup after every other two-segment route under extensions/ (e.g. a future
     # extensions/taskservs/install): it matches any extensions/WORD/WORD.
     path(f"{api}index/<str:name>", apis_resolve.index_document, name="index-document"),

@@ -169,6 +169,10 @@ def do_owner_remove(world: World, credential: str) -> Any:
     )
 
 
+def do_owner_remove_by_path(world: World, credential: str) -> Any:
+    return world.client.delete(f"{OWNERS_URL}carol/", **world.headers(credential))
+
+
 def do_token_create(world: World, credential: str) -> Any:
     body = {"name": "new", "scopes": [f"publish:{EXTENSION}"]}
     return world.client.post("/api/v1/tokens/", body, content_type="application/json", **world.headers(credential))
@@ -178,6 +182,11 @@ def do_token_revoke(world: World, credential: str) -> Any:
     victim = ApiToken.objects.get(user=world.alice, name="victim")
     body = {"id": victim.pk}
     return world.client.delete("/api/v1/tokens/", body, content_type="application/json", **world.headers(credential))
+
+
+def do_token_revoke_by_path(world: World, credential: str) -> Any:
+    victim = ApiToken.objects.get(user=world.alice, name="victim")
+    return world.client.delete(f"/api/v1/tokens/{victim.pk}/", **world.headers(credential))
 
 
 def prepare_unyank(world: World) -> None:
@@ -213,8 +222,12 @@ ENDPOINTS: dict[str, Endpoint] = {
     "unyank": Endpoint(do_unyank, ("publish:etcd", "owners:etcd"), "yank:etcd", prepare_unyank),
     "owner_add": Endpoint(do_owner_add, ("publish:etcd", "yank:etcd"), "owners:etcd"),
     "owner_remove": Endpoint(do_owner_remove, ("publish:etcd", "yank:etcd"), "owners:etcd", prepare_owner_remove),
+    "owner_remove_by_path": Endpoint(
+        do_owner_remove_by_path, ("publish:etcd", "yank:etcd"), "owners:etcd", prepare_owner_remove
+    ),
     "token_create": Endpoint(do_token_create, ("yank:etcd", "owners:etcd"), None),
     "token_revoke": Endpoint(do_token_revoke, ("yank:etcd",), None, prepare_token_revoke),
+    "token_revoke_by_path": Endpoint(do_token_revoke_by_path, ("yank:etcd",), None, prepare_token_revoke),
 }
 
 # (status, code) of each cell.
@@ -233,6 +246,7 @@ EXPECTED: dict[str, dict[str, tuple[int, str | None]]] = {
     "unyank": {"owner": (200, None), **_OWNER_ONLY},
     "owner_add": {"owner": (200, None), **_OWNER_ONLY},
     "owner_remove": {"owner": (200, None), **_OWNER_ONLY},
+    "owner_remove_by_path": {"owner": (200, None), **_OWNER_ONLY},
     "token_create": {
         "owner": (201, None),
         "stranger": (201, None),  # a token for bob himself
@@ -254,6 +268,9 @@ EXPECTED: dict[str, dict[str, tuple[int, str | None]]] = {
 }
 
 
+EXPECTED["token_revoke_by_path"] = EXPECTED["token_revoke"]
+
+
 def expected_change(endpoint: str, credential: str, before: dict[str, Any], world: World) -> dict[str, Any]:
     """The state after a successful request."""
     after = dict(before)
@@ -265,7 +282,7 @@ def expected_change(endpoint: str, credential: str, before: dict[str, Any], worl
         after["yanked"] = False
     elif endpoint == "owner_add":
         after["owners"] = ["alice", "carol"]
-    elif endpoint == "owner_remove":
+    elif endpoint in ("owner_remove", "owner_remove_by_path"):
         after["owners"] = ["alice"]
     elif endpoint == "token_create":
         if credential == "stranger":
@@ -274,7 +291,7 @@ def expected_change(endpoint: str, credential: str, before: dict[str, Any], worl
             after["alices_tokens"] = world.alices_tokens()  # one more, checked below
             assert len(after["alices_tokens"]) == len(before["alices_tokens"]) + 1
             assert after["alices_tokens"][:-1] == before["alices_tokens"]
-    elif endpoint == "token_revoke":
+    elif endpoint in ("token_revoke", "token_revoke_by_path"):
         victim = ApiToken.objects.get(user=world.alice, name="victim").prefix
         after["alices_tokens"] = [(p, live and p != victim) for p, live in before["alices_tokens"]]
     return after
@@ -305,7 +322,7 @@ def test_write_endpoint_by_credential(client: Client, db: None, tmp_path: Path, 
     if status == 401:
         assert response["WWW-Authenticate"] == 'Bearer realm="registry"'
     if credential == "stranger":
-        assert ("no token with id" if endpoint == "token_revoke" else "not an owner") in error["message"]
+        assert ("no token with id" if endpoint.startswith("token_revoke") else "not an owner") in error["message"]
     if credential in ("scoped_other", "other_action") and spec.required_scope is not None:
         if endpoint in ("publish", "build") and credential == "other_action":
             # no publish scope at all: refused before the upload is even read
