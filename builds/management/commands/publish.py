@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import logging
 import tarfile
 import tempfile
 import time
@@ -110,6 +111,9 @@ class Command(BaseCommand):
         parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for each build")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["verbosity"] < 2:
+            # This command prints one line per publish; the pipeline's own log lines would repeat it.
+            logging.getLogger("builds").setLevel(logging.WARNING)
         sources: dict[Path, Manifest] = {}
         packages: list[Path] = []
         for raw in options["paths"]:
