@@ -83,7 +83,13 @@ class AuthFailureThrottle(SimpleRateThrottle):
         self.cache.set(self.key, self.history, self.duration)
 
 
-def _fail(request: Request, reason: str, token_text: str = "") -> exceptions.AuthenticationFailed:
+def _fail(
+    request: Request,
+    reason: str,
+    token_text: str = "",
+    *,
+    allowed: str = "send a valid token as 'Authorization: Bearer pvr_...'",
+) -> exceptions.AuthenticationFailed:
     throttle = AuthFailureThrottle()
     throttle.record_failure(request)
     AuditEvent.objects.create(
@@ -93,7 +99,7 @@ def _fail(request: Request, reason: str, token_text: str = "") -> exceptions.Aut
         details={"reason": reason, "path": request.path[:200], "method": request.method},
     )
     log.info("authentication failed from %s: %s", client_address(request), reason)
-    return exceptions.AuthenticationFailed(f"{reason}; send a valid token as 'Authorization: Bearer pvr_...'")
+    return exceptions.AuthenticationFailed(f"{reason}; {allowed}")
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
@@ -148,7 +154,12 @@ class BasicPasswordAuthentication(authentication.BasicAuthentication):
         try:
             return super().authenticate(request)
         except exceptions.AuthenticationFailed as exc:
-            raise _fail(request, str(exc.detail).rstrip(".")) from None
+            detail = str(exc.detail).rstrip(".")
+            raise _fail(
+                request,
+                "wrong username or password" if detail.startswith("Invalid username/password") else detail,
+                allowed="send the username and password of an active user (HTTP Basic), or a token",
+            ) from None
 
     def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="registry"'
