@@ -5,11 +5,12 @@ there, and `build` produces the bytes the registry would."""
 
 from __future__ import annotations
 
+import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clients.errors import ClientError
+from clients.errors import ClientError, os_error_message
 from extensions.archive import BuiltPackage, Limits, build_package
 from extensions.checks import CheckReport, CheckResult, run_content_checks, run_extension_tests
 from extensions.errors import ExtensionError, Problem
@@ -75,10 +76,15 @@ def build_extension(path: Path, out_dir: Path, *, source_date_epoch: int | None 
             code="invalid_manifest",
             details=[p.as_dict() for p in validation.problems],
         )
+    out_dir = Path(out_dir)
+    if os.path.lexists(out_dir) and not out_dir.is_dir():
+        raise ClientError(f"cannot write the package into {out_dir}: it exists and is not a directory")
     try:
-        return build_package(validation.path, Path(out_dir), source_date_epoch=source_date_epoch)
+        return build_package(validation.path, out_dir, source_date_epoch=source_date_epoch)
     except ExtensionError as exc:
         raise ClientError.from_extension_error(exc) from None
+    except OSError as exc:
+        raise ClientError(f"cannot write the package into {out_dir}: {os_error_message(exc, about=out_dir)}") from None
 
 
 @dataclass

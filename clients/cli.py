@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from clients.config import Config, load_config
-from clients.errors import ClientError, UsageError
+from clients.errors import ClientError, UsageError, os_error_message
 from clients.output import Output
 from extensions.errors import ExtensionError
 
@@ -194,6 +194,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         out.failure(ClientError("interrupted", code="interrupted"))
         return 130
     except BrokenPipeError:
+        return 1
+    except OSError as exc:
+        # A file system error the library had no better words for: one line, never a traceback.
+        out.failure(ClientError(f"cannot continue: {os_error_message(exc)}", code="os_error"))
         return 1
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import platformdirs
 import tomli_w
 
-from clients.errors import ClientError
+from clients.errors import ClientError, home_unusable, os_error_message
 
 DEFAULT_REGISTRY = "http://127.0.0.1:8000"
 _CREDENTIALS = "credentials.toml"
@@ -39,9 +39,14 @@ def _stored_credentials(home: Path) -> dict[str, str]:
     path = home / _CREDENTIALS
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+    except (FileNotFoundError, NotADirectoryError):
+        return {}  # nothing stored (a home that is not a directory is reported where it is written)
+    except OSError as exc:
+        raise ClientError(
+            f"cannot read stored credentials {path}: {os_error_message(exc, about=path)}; "
+            "remove it or run `registry login`"
+        ) from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ClientError(f"cannot read stored credentials {path}: {exc}; remove it or run `registry login`") from None
     return {k: v for k, v in data.items() if isinstance(v, str)}
 
@@ -63,13 +68,16 @@ def load_config(
 
 def store_credentials(config: Config, *, registry: str, token: str) -> Path:
     """Keep the token for this registry (mode 0600) under the home directory."""
-    config.home.mkdir(parents=True, exist_ok=True)
     path = config.credentials_path
     tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        tomli_w.dump({"registry": registry.rstrip("/"), "token": token}, handle)
-    os.replace(tmp, path)
+    try:
+        config.home.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            tomli_w.dump({"registry": registry.rstrip("/"), "token": token}, handle)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise home_unusable(config.home, exc) from None
     return path
 
 

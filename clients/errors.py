@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import errno
+import os
+from pathlib import Path
 from typing import Any
 
 from extensions.errors import ExtensionError
@@ -34,3 +37,38 @@ class UsageError(ClientError):
 
     def __init__(self, message: str, *, details: list[Any] | None = None) -> None:
         super().__init__(message, code="usage", details=details)
+
+
+def _not_a_directory(path: Path) -> Path | None:
+    """The first of ``path``'s ancestors (or itself) that exists and is not a directory."""
+    for candidate in [*reversed(path.parents), path]:
+        if os.path.lexists(candidate) and not candidate.is_dir():
+            return candidate
+    return None
+
+
+def os_error_message(exc: OSError, *, about: Path | None = None) -> str:
+    """An `OSError` as one line naming its path and what is wrong with it:
+    ``/etc/passwd is not a directory``, ``/proc/nope: No such file or directory``. When the path is
+    ``about`` (already named by the caller's message) only the reason is given."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    if exc.filename is None:
+        return reason
+    path = Path(os.fsdecode(exc.filename))
+    if exc.errno == errno.ENOTDIR:
+        blocker = _not_a_directory(path)
+        if blocker is not None:
+            return f"{blocker} is not a directory"
+    text = reason if about is not None and path == Path(about) else f"{path}: {reason}"
+    if exc.filename2 is not None:
+        text += f" ({os.fsdecode(exc.filename2)})"
+    return text
+
+
+def home_unusable(home: Path, exc: OSError) -> ClientError:
+    """The error for a provisioning home that cannot be written (missing, unwritable, a file)."""
+    return ClientError(
+        f"cannot use {home} as the provisioning home: {os_error_message(exc, about=home)} "
+        "(choose another with --home or PROVISIONING_HOME)",
+        code="home_unusable",
+    )

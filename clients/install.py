@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clients.errors import ClientError
+from clients.errors import ClientError, os_error_message
 from clients.lockfile import LOCKFILE_NAME, LockedExtension, Lockfile
 from clients.progress import ProgressCallback, ProgressFactory
 from clients.registry_client import RegistryClient, RegistryError, RegistryUnavailable
@@ -221,6 +221,59 @@ def _infra_lock(store: Store, infra: Path) -> Any:
     return store.lock(f"infra-{key}")
 
 
+def _not_a_directory(infra: Path) -> ClientError | None:
+    """DIR (or one of its parents) exists and is not a directory."""
+    for candidate in [*reversed(infra.parents), infra]:
+        if os.path.lexists(candidate) and not candidate.is_dir():
+            what = "it" if candidate == infra else str(candidate)
+            return ClientError(
+                f"the infrastructure directory {infra} cannot be used: {what} is not a directory",
+                code="bad_request",
+            )
+    return None
+
+
+@contextlib.contextmanager
+def _infra_dir(infra: Path, *, create: bool) -> Iterator[None]:
+    """DIR, checked before anything is fetched: refused when it or a parent is not a directory;
+    with ``create``, made now when missing (so an unwritable place fails before any download) and
+    removed again, with the parents made for it, when the install then fails."""
+    problem = _not_a_directory(infra)
+    if problem is not None:
+        problem.message += f"; nothing was installed into {infra}"
+        raise problem
+    made: list[Path] = []
+    if create:
+        missing = [p for p in [infra, *infra.parents] if not os.path.lexists(p)]
+        try:
+            for directory in reversed(missing):
+                directory.mkdir()
+                made.append(directory)
+        except OSError as exc:
+            _remove_empty(made)
+            raise ClientError(
+                f"cannot create the infrastructure directory {infra}: {os_error_message(exc, about=infra)}; "
+                f"nothing was installed into {infra}",
+                code="bad_request",
+            ) from None
+        if not os.access(infra, os.W_OK | os.X_OK):
+            raise ClientError(
+                f"cannot install into {infra}: it is not writable; nothing was installed into {infra}",
+                code="bad_request",
+            )
+    try:
+        yield
+    except BaseException:
+        _remove_empty(made)
+        raise
+
+
+def _remove_empty(directories: Sequence[Path]) -> None:
+    for directory in reversed(directories):
+        with contextlib.suppress(OSError):
+            directory.rmdir()
+
+
 @contextlib.contextmanager
 def _nothing_installed(infra: Path) -> Iterator[None]:
     """Say so in the error when a failure left DIR untouched."""
@@ -278,7 +331,23 @@ def _place(
     previous: Lockfile | None,
 ) -> tuple[list[PlacedExtension], bool]:
     """Copy and rename the trees into ``DIR/extensions/`` and write ``lock`` (None: leave the
-    lockfile alone). Returns what was done and whether the lockfile was written."""
+    lockfile alone). Returns what was done and whether the lockfile was written. A file system
+    error (renames done so far are rolled back) is a `ClientError` naming the path."""
+    try:
+        return _place_trees(infra, staged, lock, previous)
+    except OSError as exc:
+        raise ClientError(
+            f"cannot install into {infra}: {os_error_message(exc, about=infra)}; nothing was installed into {infra}",
+            code="bad_request",
+        ) from None
+
+
+def _place_trees(
+    infra: Path,
+    staged: Sequence[_Staged],
+    lock: Lockfile | None,
+    previous: Lockfile | None,
+) -> tuple[list[PlacedExtension], bool]:
     root = infra / EXTENSIONS_DIR
     lock_path = infra / LOCKFILE_NAME
     plan: list[tuple[_Staged, Path, str, str | None]] = []
@@ -409,7 +478,7 @@ def install(
     explains a conflict; any failure before placing leaves DIR untouched."""
     infra = Path(infra)
     lock_path = infra / LOCKFILE_NAME
-    with _infra_lock(store, infra):
+    with _infra_lock(store, infra), _infra_dir(infra, create=True):
         previous = Lockfile.load(lock_path) if lock_path.exists() else None
         with _nothing_installed(infra):
             extension = find_extension(client, type, name)
@@ -462,7 +531,7 @@ def sync(
     or inconsistency fails before DIR is touched. The lockfile itself is never rewritten."""
     infra = Path(infra)
     lock_path = infra / LOCKFILE_NAME
-    with _infra_lock(store, infra):
+    with _infra_lock(store, infra), _infra_dir(infra, create=False):
         lock = Lockfile.load(lock_path)
         with _nothing_installed(infra):
             problems = lock.problems()
@@ -501,6 +570,9 @@ def installed(infra: Path, *, store: Store | None = None, type: str | None = Non
     every file as its MANIFEST.json lists it (and MANIFEST.json as the store unpacked it, when the
     store has the package's tree)."""
     infra = Path(infra)
+    problem = _not_a_directory(infra)
+    if problem is not None:
+        raise problem
     lock = Lockfile.load(infra / LOCKFILE_NAME)
     found = []
     for entry in _order(lock.extensions):

@@ -29,7 +29,7 @@ from typing import Any
 
 import tomli_w
 
-from clients.errors import ClientError
+from clients.errors import ClientError, os_error_message
 from extensions.errors import ExtensionError
 from extensions.names import NAME_RE
 from extensions.versions import Version, parse_requirement
@@ -81,8 +81,10 @@ class Lockfile:
                 f"{path} does not exist: install something first (`provisioning taskserv create NAME --infra DIR`)",
                 code="not_found",
             ) from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ClientError(f"cannot read {path}: {exc}") from None
+        except OSError as exc:
+            raise ClientError(f"cannot read {path}: {os_error_message(exc, about=path)}") from None
+        except UnicodeDecodeError as exc:
+            raise ClientError(f"cannot read {path}: it is not UTF-8 text ({exc.reason}); {_HINT}") from None
         return cls.loads(text, path=str(path))
 
     @classmethod

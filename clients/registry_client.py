@@ -30,7 +30,7 @@ import filelock
 import httpx
 
 from clients.config import Config
-from clients.errors import ClientError
+from clients.errors import ClientError, os_error_message
 from extensions.errors import ExtensionError
 from extensions.index import IndexCatalogue, parse_index
 from extensions.names import NAME_RE
@@ -339,14 +339,21 @@ class RegistryClient:
 
     def _cache_index(self, paths: tuple[Path, Path, Path], document: bytes, etag: str | None) -> None:
         body_path, etag_path, lock_path = paths
-        body_path.parent.mkdir(parents=True, exist_ok=True)
-        with filelock.FileLock(lock_path):
-            _atomic_write(body_path, document)
-            if etag:
-                _atomic_write(etag_path, etag.encode("ascii", "replace"))
-            else:
-                with contextlib.suppress(FileNotFoundError):
-                    etag_path.unlink()
+        try:
+            body_path.parent.mkdir(parents=True, exist_ok=True)
+            with filelock.FileLock(lock_path):
+                _atomic_write(body_path, document)
+                if etag:
+                    _atomic_write(etag_path, etag.encode("ascii", "replace"))
+                else:
+                    with contextlib.suppress(FileNotFoundError):
+                        etag_path.unlink()
+        except OSError as exc:
+            raise ClientError(
+                f"cannot cache index documents in {body_path.parent}: {os_error_message(exc)} (the cache is "
+                "under the provisioning home: choose another with --home or PROVISIONING_HOME)",
+                code="home_unusable",
+            ) from None
 
     def catalogue(self) -> IndexCatalogue:
         """A resolver catalogue that loads index documents (through `index`) as names come up."""

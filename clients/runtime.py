@@ -82,7 +82,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from clients.errors import ClientError, UsageError
+from clients.errors import ClientError, UsageError, home_unusable
 from clients.registry_client import IntegrityError, RegistryUnavailable
 from extensions.errors import ExtensionError
 from extensions.names import is_valid_name, suggest_name
@@ -1094,7 +1094,10 @@ class ExtensionManager:
         import filelock
 
         lock_path = self.home / "locks" / "runtime.lock"
-        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            lock_path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise home_unusable(self.home, exc) from None
         with filelock.FileLock(str(lock_path)):
             self._sync()
             before = self._snapshot()
@@ -1102,7 +1105,10 @@ class ExtensionManager:
                 yield
             finally:
                 if self._snapshot() != before:
-                    self._write()
+                    try:
+                        self._write()
+                    except OSError as exc:
+                        raise home_unusable(self.home, exc) from None
 
     def _snapshot(self) -> list[tuple[str, datetime]]:
         return [(k, e.loaded_at) for k, e in self._cache.items()]
@@ -1110,7 +1116,7 @@ class ExtensionManager:
     def _stamp(self) -> tuple[int, int, int] | None:
         try:
             st = self.state_path.stat()
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return None
         return (st.st_mtime_ns, st.st_size, st.st_ino)
 

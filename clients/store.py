@@ -25,12 +25,13 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import filelock
 
-from clients.errors import ClientError
+from clients.errors import ClientError, home_unusable, os_error_message
 from clients.registry_client import (
     CHUNK,
     IntegrityError,
@@ -131,8 +132,18 @@ class Store:
     def lock(self, name: str) -> filelock.FileLock:
         """A cross-process lock ``HOME/locks/{name}.lock`` (re-entrant within a process)."""
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:200]
-        self.locks_dir.mkdir(parents=True, exist_ok=True)
+        with self.writing():
+            self.locks_dir.mkdir(parents=True, exist_ok=True)
         return filelock.FileLock(self.locks_dir / f"{safe}.lock")
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """File system errors while writing under the home become a `ClientError` naming the home
+        and the path (an unwritable or missing ``--home``, a full disk)."""
+        try:
+            yield
+        except OSError as exc:
+            raise home_unusable(self.home, exc) from None
 
     # --- packages ---------------------------------------------------------------------------------
 
@@ -164,14 +175,18 @@ class Store:
         """Copy a package file into the store: hashed while copied to a temporary file beside its
         place, renamed into place only when the digest is ``sha256``."""
         target = self.package_path(sha256)
-        with self.lock(f"package-{sha256}"):
+        try:
+            handle = open(source, "rb")  # noqa: SIM115 - closed by the with below
+        except OSError as exc:
+            raise ClientError(f"cannot read {source}: {os_error_message(exc, about=Path(source))}") from None
+        with handle, self.lock(f"package-{sha256}"), self.writing():
             if self.verified_package(sha256) is not None:
                 return target
             target.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
             try:
                 digest = hashlib.sha256()
-                with os.fdopen(fd, "wb") as out, open(source, "rb") as handle:
+                with os.fdopen(fd, "wb") as out:
                     while chunk := handle.read(CHUNK):
                         digest.update(chunk)
                         out.write(chunk)
@@ -195,7 +210,7 @@ class Store:
         """The package from the store, or downloaded and verified into it. ``client`` None (or
         offline) means the store only."""
         what = f"{name} {version}"
-        with self.lock(f"package-{sha256}"):
+        with self.lock(f"package-{sha256}"), self.writing():
             found = self.verified_package(sha256, what=what)
             if found is not None:
                 if progress is not None:
@@ -239,7 +254,7 @@ class Store:
         renamed into place). The package itself must be in the store and intact."""
         dest = self.tree_path(type, name, version)
         what = f"{name} {version}"
-        with self.lock(f"tree-{type}-{name}-{version}"):
+        with self.lock(f"tree-{type}-{name}-{version}"), self.writing():
             package = self.verified_package(sha256, what=what)
             if package is None:
                 raise ClientError(

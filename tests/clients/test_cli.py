@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import argparse
 import re
+from pathlib import Path
 
 import pytest
 
 from clients import cli
+from tests.clients.client_tools import EXAMPLES, Result, files_under, run
 
 Capsys = pytest.CaptureFixture[str]
+ETCD = EXAMPLES / "taskservs" / "etcd" / "3.5.12"
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -38,3 +41,126 @@ def test_extension_help_lists_info_and_no_inspect(capsys: Capsys) -> None:
     out = capsys.readouterr().out
     assert "validate, test, build, publish, yank, search, info and sync extensions" in out
     assert "inspect" not in out
+
+
+# --- file system errors: one line naming the path, nothing installed ----------------------------------
+
+NO_REGISTRY = "http://127.0.0.1:9"  # nothing listens: these errors come before the registry is asked
+PROC = pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc")
+
+HOME_HINT = "(choose another with --home or PROVISIONING_HOME)"
+
+
+def one_error(result: Result) -> str:
+    assert result.code == 1, result
+    assert result.out == ""
+    assert "Traceback" not in result.err
+    lines = result.err.splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+@pytest.fixture
+def a_file(tmp_path: Path) -> Path:
+    path = tmp_path / "a-file"
+    path.write_text("not a directory\n")
+    return path
+
+
+def test_build_into_a_file_is_one_line(capsys: Capsys, a_file: Path) -> None:
+    result = run(capsys, "extension", "build", ETCD, "-o", a_file)
+    assert one_error(result) == f"error: cannot write the package into {a_file}: it exists and is not a directory"
+    below = run(capsys, "extension", "build", ETCD, "-o", a_file / "dist")
+    assert one_error(below) == f"error: cannot write the package into {a_file / 'dist'}: {a_file} is not a directory"
+
+
+@PROC
+def test_build_into_a_directory_that_cannot_be_made_is_one_line(capsys: Capsys) -> None:
+    result = run(capsys, "extension", "build", ETCD, "-o", "/proc/nope")
+    assert one_error(result) == "error: cannot write the package into /proc/nope: No such file or directory"
+
+
+def test_create_into_a_file_is_refused_before_anything_is_fetched(capsys: Capsys, a_file: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    result = run(capsys, "--registry", NO_REGISTRY, "--home", home, "taskserv", "create", "etcd", "--infra", a_file)
+    assert one_error(result) == (
+        f"error: the infrastructure directory {a_file} cannot be used: it is not a directory; "
+        f"nothing was installed into {a_file}"
+    )
+    below = run(capsys, "--registry", NO_REGISTRY, "--home", home, "taskserv", "create", "etcd",
+                "--infra", a_file / "x" / "y")  # fmt: skip
+    assert one_error(below) == (
+        f"error: the infrastructure directory {a_file / 'x/y'} cannot be used: {a_file} is not a directory; "
+        f"nothing was installed into {a_file / 'x/y'}"
+    )
+    assert a_file.read_text() == "not a directory\n"
+    assert files_under(home / "store") == []
+
+
+def test_sync_and_list_of_a_file_are_one_line(capsys: Capsys, a_file: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    synced = run(capsys, "--registry", NO_REGISTRY, "--home", home, "extension", "sync", "--infra", a_file)
+    assert one_error(synced) == (
+        f"error: the infrastructure directory {a_file} cannot be used: it is not a directory; "
+        f"nothing was installed into {a_file}"
+    )
+    listed = run(capsys, "--home", home, "taskserv", "list", "--infra", a_file)
+    assert one_error(listed) == f"error: the infrastructure directory {a_file} cannot be used: it is not a directory"
+
+
+@PROC
+def test_create_into_a_directory_that_cannot_be_made_is_one_line(capsys: Capsys, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    result = run(capsys, "--registry", NO_REGISTRY, "--home", home, "taskserv", "create", "etcd", "--infra", "/proc/x")
+    assert one_error(result) == (
+        "error: cannot create the infrastructure directory /proc/x: No such file or directory; "
+        "nothing was installed into /proc/x"
+    )
+    assert files_under(home / "store") == []
+
+
+def test_a_failed_create_removes_the_directories_it_made(capsys: Capsys, tmp_path: Path) -> None:
+    infra = tmp_path / "new" / "infra"
+    result = run(capsys, "--registry", NO_REGISTRY, "--home", tmp_path / "home", "taskserv", "create", "etcd",
+                 "--infra", infra)  # fmt: skip
+    assert one_error(result).startswith(f"error: cannot reach the registry at {NO_REGISTRY}")
+    assert not (tmp_path / "new").exists()
+
+
+@PROC
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["taskserv", "create", "etcd", "--infra", "{tmp}/infra"],
+        ["extension", "sync", "--infra", "{tmp}/infra"],
+        ["module", "load", "taskserv", "etcd"],
+    ],
+)
+def test_a_home_that_cannot_be_made_is_one_line(capsys: Capsys, tmp_path: Path, argv: list[str]) -> None:
+    (tmp_path / "infra").mkdir()
+    if "sync" in argv:
+        (tmp_path / "infra" / "extensions.lock").write_text('version = 1\nregistry = ""\n')
+    args = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    result = run(capsys, "--registry", NO_REGISTRY, "--home", "/proc/nope", *args)
+    assert one_error(result) == (
+        f"error: cannot use /proc/nope as the provisioning home: No such file or directory {HOME_HINT}"
+    )
+    assert files_under(tmp_path / "infra") == (["extensions.lock"] if "sync" in argv else [])
+
+
+def test_a_home_that_is_a_file_is_one_line(capsys: Capsys, a_file: Path) -> None:
+    result = run(capsys, "--registry", NO_REGISTRY, "--home", a_file, "module", "load", "taskserv", "etcd")
+    assert one_error(result) == (
+        f"error: cannot use {a_file} as the provisioning home: {a_file} is not a directory {HOME_HINT}"
+    )
+
+
+def test_any_other_file_system_error_is_one_line_not_a_traceback(
+    capsys: Capsys, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def broken(path: Path) -> None:
+        raise PermissionError(13, "Permission denied", str(tmp_path / "locked"))
+
+    monkeypatch.setattr("clients.authoring.validate_extension", broken)
+    result = run(capsys, "extension", "validate", tmp_path)
+    assert one_error(result) == f"error: cannot continue: {tmp_path / 'locked'}: Permission denied"
