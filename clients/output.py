@@ -1,16 +1,40 @@
-"""How the CLI prints: human text and tables on a terminal, or the SPEC envelope with --output json."""
+"""How the CLI prints: human text and tables on a terminal, or the SPEC envelope with --output json.
+
+Text printed for people is never interpreted: publisher-controlled strings (descriptions, file
+names, build logs, error messages that quote them) may contain ``[link=...]``-style Rich markup,
+``:emoji:`` codes or terminal escape sequences, so everything goes out as plain `rich.text.Text`
+(no markup, no emoji, no highlighting) and control characters are shown escaped (``\\x1b``)."""
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from clients.errors import ClientError
+
+# C0 controls but tab and newline, DEL, C1 controls: a terminal acts on them, so they are shown escaped.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def safe_text(value: object) -> str:
+    """``value`` as text a terminal only displays: control characters escaped (``\\x1b``)."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}", "" if value is None else str(value))
+
+
+def plain(value: object, *, style: str = "") -> Text:
+    """``value`` as a Rich `Text` that is printed exactly as written (never parsed as markup)."""
+    return Text(safe_text(value), style=style)
+
+
+def _console(file: TextIO, **options: Any) -> Console:
+    return Console(file=file, markup=False, emoji=False, highlight=False, soft_wrap=True, **options)
 
 
 class Output:
@@ -20,11 +44,11 @@ class Output:
         self.mode = mode
         self.stdout = stdout or sys.stdout
         self.stderr = stderr or sys.stderr
-        self.console = Console(file=self.stdout, highlight=False, soft_wrap=True)
-        self.err_console = Console(file=self.stderr, highlight=False, soft_wrap=True)
+        self.console = _console(self.stdout)
+        self.err_console = _console(self.stderr)
         if not self.console.is_terminal:
             # Piped output: no wrapping or truncation at an imagined 80 columns.
-            self.console = Console(file=self.stdout, highlight=False, soft_wrap=True, width=200)
+            self.console = _console(self.stdout, width=200)
 
     @property
     def json(self) -> bool:
@@ -45,7 +69,7 @@ class Output:
             body: dict[str, Any] = {"code": error.code, "message": error.message, "details": error.details}
             self._write_json({"success": False, "error": body})
             return
-        self.err_console.print(f"error: {error.message}", markup=False)
+        self.err_console.print(plain(f"error: {error.message}"))
         for detail in error.details:
             if not isinstance(detail, dict) or "message" not in detail:
                 continue
@@ -55,26 +79,32 @@ class Output:
             prefix = "warning" if detail.get("severity") == "warning" else "-"
             message = str(detail["message"]).strip().splitlines()[0] if str(detail["message"]).strip() else ""
             text = f"{where}: {message}" if where else message
-            self.err_console.print(f"  {prefix} {text}", markup=False)
+            self.err_console.print(plain(f"  {prefix} {text}"))
 
     def line(self, text: str = "", *, err: bool = False) -> None:
         """Human text; silent in JSON mode."""
         if self.json:
             return
-        (self.err_console if err else self.console).print(text, markup=False)
+        (self.err_console if err else self.console).print(plain(text))
 
     def warn(self, text: str) -> None:
         if not self.json:
-            self.err_console.print(f"warning: {text}", markup=False)
+            self.err_console.print(plain(f"warning: {text}"))
 
     def table(self, columns: Sequence[str], rows: Sequence[Sequence[Any]], *, title: str | None = None) -> None:
         if self.json:
             return
-        table = Table(title=title, show_edge=False, pad_edge=False, box=None, header_style="bold")
+        table = Table(
+            title=plain(title) if title is not None else None,
+            show_edge=False,
+            pad_edge=False,
+            box=None,
+            header_style="bold",
+        )
         for column in columns:
-            table.add_column(column)
+            table.add_column(plain(column))
         for row in rows:
-            table.add_row(*["" if cell is None else str(cell) for cell in row])
+            table.add_row(*[plain(cell) for cell in row])
         self.console.print(table)
 
     def _write_json(self, payload: dict[str, Any]) -> None:

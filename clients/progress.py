@@ -22,6 +22,8 @@ from rich.progress import (
 )
 from rich.progress import Progress as _RichProgress
 
+from clients.output import safe_text
+
 if TYPE_CHECKING:
     from clients.output import Output
 
@@ -43,7 +45,7 @@ class Progress:
         self._rich: _RichProgress | None = None
         if enabled:
             self._rich = _RichProgress(
-                TextColumn("{task.description}"),
+                TextColumn("{task.description}", markup=False),  # descriptions name packages: never markup
                 BarColumn(),
                 DownloadColumn(),
                 TransferSpeedColumn(),
@@ -73,7 +75,7 @@ class Progress:
         rich = self._rich
         if rich is None:
             return _nothing
-        task_id: TaskID = rich.add_task(description, total=None)
+        task_id: TaskID = rich.add_task(safe_text(description), total=None)
 
         def update(done: int, total: int | None) -> None:
             rich.update(task_id, completed=done, total=total)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -164,3 +165,37 @@ def test_any_other_file_system_error_is_one_line_not_a_traceback(
     monkeypatch.setattr("clients.authoring.validate_extension", broken)
     result = run(capsys, "extension", "validate", tmp_path)
     assert one_error(result) == f"error: cannot continue: {tmp_path / 'locked'}: Permission denied"
+
+
+# --- nothing from files or the registry is read as Rich markup ------------------------------------------
+
+
+def test_file_names_and_check_messages_are_printed_as_written(capsys: Capsys, tmp_path: Path) -> None:
+    source = tmp_path / "hello-markup"
+    shutil.copytree(ETCD, source)
+    (source / "templates" / "[red]x.j2").write_text("{{ name }}\n")  # etcd's [build] includes templates/**
+    (source / "templates" / "[bold]link.j2").symlink_to("[red]x.j2")
+    result = run(capsys, "extension", "test", source)
+    assert result.code == 1
+    rows = {line.split()[1]: line for line in result.out.splitlines()[1:]}
+    assert "templates/[red]x.j2" in rows, result.out
+    assert "templates/[bold]link.j2: is a symbolic link" in rows["."], rows["."]
+    assert "or leave it out with [build] exclude" in " ".join(result.out.split())  # the cell may wrap
+
+
+def test_output_escapes_markup_and_control_characters() -> None:
+    import io
+
+    from clients.output import Output
+
+    stdout, stderr = io.StringIO(), io.StringIO()
+    out = Output("table", stdout=stdout, stderr=stderr)
+    out.table(["[b]name[/b]", "description"], [("[red]x", "see [build] include and :warning: \x1b[31mred\x07")])
+    out.line("leave it out with [build] exclude")
+    out.warn("[link=http://evil.example]docs[/link]")
+    printed = stdout.getvalue()
+    assert "[b]name[/b]" in printed and "[red]x" in printed
+    assert "see [build] include and :warning: \\x1b[31mred\\x07" in printed
+    assert "leave it out with [build] exclude" in printed
+    assert stderr.getvalue() == "warning: [link=http://evil.example]docs[/link]\n"
+    assert "\x1b" not in printed and "\x07" not in printed

@@ -35,3 +35,13 @@ def test_nothing_is_drawn_when_the_output_is_not_a_terminal() -> None:
 
 def test_nothing_is_drawn_with_output_json() -> None:
     assert not Progress.for_output(Output("json", stdout=io.StringIO(), stderr=io.StringIO())).enabled
+
+
+def test_a_bar_description_is_printed_as_written_never_as_markup() -> None:
+    stream = io.StringIO()
+    console = Console(file=stream, force_terminal=True, width=120)
+    with Progress(enabled=True, console=console) as bars:
+        bars.task("[link=http://evil.example]etcd[/link] [red]3.5.12")(10, 10)
+    text = stream.getvalue()
+    assert "[link=http://evil.example]etcd[/link] [red]3.5.12" in text
+    assert "\x1b]8;" not in text

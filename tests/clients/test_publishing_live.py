@@ -26,15 +26,22 @@ PASSWORD = "correct horse battery staple"
 
 
 def make_source(
-    root: Path, name: str, version: str = "0.1.0", *, dependencies: str = "[]", kind: str = "taskserv"
+    root: Path,
+    name: str,
+    version: str = "0.1.0",
+    *,
+    dependencies: str = "[]",
+    kind: str = "taskserv",
+    description: str | None = None,
 ) -> Path:
     source = root / f"{name}-{version}-src"
     (source / "nulib").mkdir(parents=True)
+    about = description if description is not None else f"A test {kind} published by the client's tests"
     (source / "extension.toml").write_text(
         f"""[extension]
 name = "{name}"
 version = "{version}"
-description = "A test {kind} published by the client's tests"
+description = {json.dumps(about)}
 type = "{kind}"
 license = "MIT"
 
@@ -48,7 +55,7 @@ extensions = {dependencies}
 required_env = []
 
 [build]
-include = ["nulib/**", "README.md"]
+include = ["nulib/**", "templates/**", "README.md"]
 """,
         encoding="utf-8",
     )
@@ -57,8 +64,8 @@ include = ["nulib/**", "README.md"]
     return source
 
 
-def build(capsys: Capsys, root: Path, name: str, version: str = "0.1.0", **kwargs: str) -> Path:
-    source = make_source(root, name, version, **kwargs)
+def build(capsys: Capsys, root: Path, name: str, version: str = "0.1.0", **kwargs: str | None) -> Path:
+    source = make_source(root, name, version, **kwargs)  # type: ignore[arg-type]
     result = run(capsys, "extension", "build", source, "-o", root / "dist")
     assert result.code == 0, result.err
     return root / "dist" / f"{name}-{version}.tar.gz"
@@ -170,6 +177,34 @@ def test_publish_needs_a_token_and_says_where_to_get_one(
     )
     missing = publish(capsys, registry, "pvr_x", tmp_path / "nothing.tar.gz")
     assert missing.code == 1 and missing.err.startswith(f"error: cannot read {tmp_path / 'nothing.tar.gz'}: ")
+
+
+MARKUP = "see [build] include and [link=http://evil.example]docs[/link]"
+
+
+def test_publisher_text_is_printed_as_written_never_as_markup(
+    capsys: Capsys, registry: LiveRegistry, alice: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = build(capsys, tmp_path, "hello-markup", description=MARKUP)
+    assert publish(capsys, registry, alice, package, "--wait").code == 0
+    base = ["--registry", registry.url, "--home", tmp_path / "home"]
+    for argv in (
+        ["extension", "search", "hello-markup"],
+        ["extension", "info", "hello-markup"],
+        ["taskserv", "list"],
+        ["module", "discover", "taskserv"],
+        ["module", "discover", "taskserv", "--name", "hello-markup"],
+    ):
+        result = run(capsys, *base, *argv)
+        assert result.code == 0, (argv, result.err)
+        assert MARKUP in result.out, (argv, result.out)
+    # On a terminal too: no hyperlink escape sequence, the text as written.
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.setenv("COLUMNS", "300")
+    terminal = run(capsys, *base, "extension", "search", "hello-markup")
+    assert terminal.code == 0
+    assert "\x1b]8;" not in terminal.out
+    assert MARKUP in terminal.out
 
 
 # --- yank --------------------------------------------------------------------------------------------
