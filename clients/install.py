@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clients.errors import ClientError, os_error_message
+from clients.errors import ClientError, UsageError, os_error_message
 from clients.lockfile import LOCKFILE_NAME, LockedExtension, Lockfile
 from clients.progress import ProgressCallback, ProgressFactory
 from clients.registry_client import RegistryClient, RegistryError, RegistryUnavailable
@@ -47,7 +47,7 @@ from extensions.errors import ExtensionError
 from extensions.index import parse_index
 from extensions.manifest import Manifest, load_manifest
 from extensions.resolver import Resolution, describe_requirement, resolve
-from extensions.versions import parse_requirement
+from extensions.versions import Constraint, parse_requirement
 
 __all__ = [
     "InstallReport",
@@ -478,6 +478,14 @@ def install(
     explains a conflict; any failure before placing leaves DIR untouched."""
     infra = Path(infra)
     lock_path = infra / LOCKFILE_NAME
+    if version is not None:
+        try:
+            Constraint.parse(version)
+        except ExtensionError as exc:
+            raise UsageError(
+                f"version {version!r} is neither a version nor a constraint: {exc.message}",
+                details=[{"path": "version"}],
+            ) from None
     with _infra_lock(store, infra), _infra_dir(infra, create=True):
         previous = Lockfile.load(lock_path) if lock_path.exists() else None
         with _nothing_installed(infra):

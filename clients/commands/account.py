@@ -10,6 +10,7 @@ import socket
 import sys
 from typing import TYPE_CHECKING
 
+from clients.commands._args import positive
 from clients.config import forget_credentials, store_credentials
 from clients.errors import UsageError
 from clients.registry_client import RegistryClient
@@ -94,6 +95,6 @@ def register(cli: Commands) -> None:
         metavar="SCOPE",
         help="a scope of the new token, repeatable (publish:NAME, publish:*, yank:NAME, owners:NAME); default: all",
     )
-    p.add_argument("--expires-in-days", type=int, metavar="N", help="the new token expires after N days")
+    p.add_argument("--expires-in-days", type=positive, metavar="N", help="the new token expires after N days")
 
     cli.leaf("registry", "logout", _cmd_logout, "forget the stored token of the registry (it is not revoked)")

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from clients import install
+from clients.commands._args import version_or_constraint
 from clients.errors import ClientError
 from clients.lockfile import LOCKFILE_NAME, Lockfile
 from clients.progress import Progress
@@ -184,7 +185,12 @@ def register(cli: Commands) -> None:
         )
         p.add_argument("name", metavar="NAME", help=f"the {type} (an extension name, or a name an extension provides)")
         p.add_argument("--infra", required=True, metavar="DIR", help="the infrastructure directory")
-        p.add_argument("--version", metavar="V", help="a version or constraint (1.28.6, ^1.28); default: the newest")
+        p.add_argument(
+            "--version",
+            type=version_or_constraint,
+            metavar="V",
+            help="a version or constraint (1.28.6, ^1.28); default: the newest",
+        )
         _install_options(p, create=True)
 
         p = cli.leaf(

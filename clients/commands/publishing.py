@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from clients.commands._args import exact_version, extension_type, non_negative, page_size, seconds
 from clients.errors import ClientError, UsageError
 from clients.progress import Progress
 from clients.registry_client import RegistryClient
@@ -169,16 +170,6 @@ def _cmd_info(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text} is negative: use 0 or more")
-    return value
-
-
 def register(cli: Commands) -> None:
     p = cli.leaf(
         "extension",
@@ -194,7 +185,7 @@ def register(cli: Commands) -> None:
         default=None,
         help="follow the build until it succeeds or fails (default: on a terminal only)",
     )
-    p.add_argument("--timeout", type=float, default=900.0, metavar="SECONDS", help="how long --wait waits (900)")
+    p.add_argument("--timeout", type=seconds, default=900.0, metavar="SECONDS", help="how long --wait waits (900)")
 
     p = cli.leaf("extension", "yank", _cmd_yank, "yank a version (resolution stops choosing it), or --undo that")
     p.add_argument("name", metavar="NAME")
@@ -204,11 +195,15 @@ def register(cli: Commands) -> None:
 
     p = cli.leaf("extension", "search", _cmd_search, "search the registry's catalog")
     p.add_argument("query", nargs="?", default="", metavar="Q", help="words matched in names, descriptions, keywords")
-    p.add_argument("--type", choices=("provider", "taskserv", "cluster", "template"), help="only this type")
+    p.add_argument(
+        "--type", type=extension_type, metavar="TYPE", help="only this type: provider, taskserv, cluster or template"
+    )
     p.add_argument("--keyword", metavar="K", help="only extensions with this keyword")
-    p.add_argument("--limit", type=_positive, default=20, metavar="N", help="page size, 1 to 100 (20)")
-    p.add_argument("--offset", type=_positive, default=0, metavar="N", help="results to skip (0)")
+    p.add_argument("--limit", type=page_size, default=20, metavar="N", help="page size, 1 to 100 (20)")
+    p.add_argument("--offset", type=non_negative, default=0, metavar="N", help="results to skip (0)")
 
     p = cli.leaf("extension", "info", _cmd_info, "one extension: metadata, owners, versions (or one version)")
     p.add_argument("name", metavar="NAME")
-    p.add_argument("--version", metavar="V", help="show this version: manifest, dependencies, sha256, build")
+    p.add_argument(
+        "--version", type=exact_version, metavar="V", help="show this version: manifest, dependencies, sha256, build"
+    )

@@ -17,6 +17,8 @@ import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from clients.commands._args import version_or_constraint
+
 if TYPE_CHECKING:
     from clients.cli import Commands, Context
     from clients.registry_client import RegistryClient
@@ -207,6 +209,7 @@ def register(cli: Commands) -> None:
     p.add_argument("name", metavar="NAME", help="extension name")
     p.add_argument(
         "--version",
+        type=version_or_constraint,
         metavar="VERSION",
         default=None,
         help="a version or constraint (default: the newest compatible with the runtime)",

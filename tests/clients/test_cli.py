@@ -4,6 +4,7 @@ no traceback), driven as users drive it."""
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shutil
 from pathlib import Path
@@ -199,3 +200,61 @@ def test_output_escapes_markup_and_control_characters() -> None:
     assert "leave it out with [build] exclude" in printed
     assert stderr.getvalue() == "warning: [link=http://evil.example]docs[/link]\n"
     assert "\x1b" not in printed and "\x07" not in printed
+
+
+# --- option values are checked by the CLI and named as options ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["taskserv", "create", "kubernetes", "--infra", "{tmp}/infra", "--version", "bogus"],
+            "argument --version: 'bogus' is neither a version nor a constraint: use a version such as 1.28.6, or a "
+            "constraint such as ^1.28, ~1.28.3, >=1.28, <2, 1.*, joined by ',' (and) or '||' (or) "
+            "(see `provisioning taskserv create --help`)",
+        ),
+        (
+            ["module", "load", "taskserv", "etcd", "--version", "bogus"],
+            "argument --version: 'bogus' is neither a version nor a constraint",
+        ),
+        (
+            ["extension", "search", "--limit", "0"],
+            "argument --limit: 0 is out of range: use a whole number from 1 to 100 "
+            "(see `provisioning extension search --help`)",
+        ),
+        (["extension", "search", "--limit", "101"], "argument --limit: 101 is out of range"),
+        (["extension", "search", "--offset", "-1"], "argument --offset: -1 is negative: use 0 or more"),
+        (["extension", "search", "--type", "widget"], "argument --type: unknown extension type 'widget'"),
+        (
+            ["extension", "publish", "x.tar.gz", "--timeout", "-5"],
+            "argument --timeout: -5 is not allowed: use a number of seconds greater than 0",
+        ),
+        (["extension", "publish", "x.tar.gz", "--timeout", "nan"], "argument --timeout: nan is not allowed"),
+        (["extension", "info", "etcd", "--version", "^3"], "argument --version: '^3' is not a version"),
+        (["registry", "login", "-u", "alice", "--expires-in-days", "0"], "argument --expires-in-days: 0 is not"),
+    ],
+)
+def test_bad_option_values_are_usage_errors_naming_the_option(
+    capsys: Capsys, tmp_path: Path, argv: list[str], message: str
+) -> None:
+    args = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    result = run(capsys, "--registry", NO_REGISTRY, "--home", tmp_path / "home", *args)
+    assert result.code == 2
+    assert result.err.startswith(f"error: {message}"), result.err
+    assert len(result.err.splitlines()) == 1
+    assert not (tmp_path / "infra").exists()
+    as_json = run(capsys, "--registry", NO_REGISTRY, "--home", tmp_path / "home", "--output", "json", *args)
+    assert as_json.code == 2 and json.loads(as_json.out)["error"]["code"] == "usage"
+
+
+def test_the_library_names_a_bad_version_too(tmp_path: Path) -> None:
+    from clients.errors import UsageError
+    from clients.install import install
+    from clients.registry_client import RegistryClient
+    from clients.store import Store
+
+    with RegistryClient(NO_REGISTRY) as client, pytest.raises(UsageError) as refused:
+        install(client, Store(tmp_path / "home"), type="taskserv", name="etcd", infra=tmp_path / "i", version="bogus")
+    assert refused.value.message.startswith("version 'bogus' is neither a version nor a constraint: ")
+    assert not (tmp_path / "i").exists()

@@ -312,6 +312,11 @@ def test_search_prints_a_table_and_info_the_details(capsys: Capsys, examples_reg
     one = run(capsys, "--registry", examples_registry.url, "extension", "info", "kubernetes", "--version", "1.28.6")
     assert one.code == 0
     assert "  depends on: containerd >=1.7.0, <2.0.0-0, etcd >=3.5.0, <4.0.0-0" in one.out
+    plural = run(capsys, "--registry", examples_registry.url, "--output", "json",
+                 "extension", "search", "--type", "Taskservs")  # fmt: skip
+    assert plural.code == 0, plural.err
+    types = {item["type"] for item in plural.json()["data"]["items"]}
+    assert types == {"taskserv"}
     unknown = run(capsys, "--registry", examples_registry.url, "extension", "info", "no-such-extension")
     assert unknown.code == 1 and unknown.err.startswith("error: ") and "no-such-extension" in unknown.err
 
