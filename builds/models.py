@@ -28,6 +28,9 @@ class Build(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
     submitted_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     token = models.ForeignKey("registry.ApiToken", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # The prefix of the token it was submitted with: if that token is gone when the build runs,
+    # the build fails (it must never fall back to the user's full rights).
+    token_prefix = models.CharField(max_length=16, blank=True)
     address = models.GenericIPAddressField(null=True, blank=True)
     filename = models.CharField(max_length=255, blank=True)
     upload_key = models.CharField(max_length=256, blank=True)  # staged upload, removed when the build ends
@@ -46,6 +49,7 @@ class Build(models.Model):
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    enqueued_at = models.DateTimeField(null=True, blank=True)  # last time a task message was sent
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

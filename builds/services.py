@@ -40,6 +40,7 @@ def build_submit(*, actor: Actor, kind: str, upload: Any, filename: str) -> Buil
         kind=kind,
         submitted_by=actor.user,
         token=actor.token,
+        token_prefix=actor.token.prefix if actor.token is not None else "",
         address=actor.address,
         filename=filename[:255],
         upload_sha256=getattr(upload, "sha256", ""),
@@ -78,6 +79,23 @@ def _enqueue(build_id: str) -> None:
         run_build.delay(build_id)
     except Exception:  # kombu raises many kinds; all mean "not sent now"
         log.warning("build %s: the task queue is unavailable; it stays queued for the reaper", build_id, exc_info=True)
+        return
+    Build.objects.filter(pk=build_id).update(enqueued_at=timezone.now())
+
+
+def _clean_text(text: str) -> str:
+    """Text fit for a database column: no NUL characters (PostgreSQL refuses them)."""
+    return text.replace("\x00", "\\0")
+
+
+def _clean_json(value: Any) -> Any:
+    if isinstance(value, str):
+        return _clean_text(value)
+    if isinstance(value, list):
+        return [_clean_json(item) for item in value]
+    if isinstance(value, dict):
+        return {_clean_text(str(key)): _clean_json(item) for key, item in value.items()}
+    return value
 
 
 def build_claim(build_id: str) -> int | None:
@@ -124,6 +142,7 @@ class StepLog:
         self.attempt = attempt
 
     def add(self, step: str, status: str, message: str = "", seconds: float = 0.0) -> None:
+        message = _clean_text(message)
         if len(message) > _MAX_LOG_MESSAGE:
             message = message[:_MAX_LOG_MESSAGE] + " [...]"
         entry = {
@@ -190,6 +209,7 @@ def _finish_failed(build: Build, *, attempt: int | None, code: str, message: str
     query = Build.objects.filter(pk=build.pk).exclude(status__in=Build.FINAL)
     if attempt is not None:
         query = query.filter(attempts=attempt)
+    message, details = _clean_text(message), _clean_json(details)
     changed = query.update(
         status=Build.Status.FAILED,
         error_code=code,
@@ -229,16 +249,18 @@ def _actor(build: Build, *, check: bool = True) -> Actor:
     """The publisher, as of now: with ``check``, a token revoked or expired while the build waited
     no longer counts."""
     token = ApiToken.objects.filter(pk=build.token_id).first() if build.token_id else None
-    if (
-        check
-        and build.token_id
-        and (
+    if check:
+        sent_with_token = bool(build.token_id or build.token_prefix)
+        if sent_with_token and (
             token is None
             or token.revoked_at is not None
             or (token.expires_at is not None and token.expires_at <= timezone.now())
-        )
-    ):
-        raise Unauthenticated("the token this publish was sent with was revoked or expired before the build ran")
+        ):
+            raise Unauthenticated(
+                "the token this publish was sent with was deleted, revoked or expired before the build ran"
+            )
+        if build.submitted_by is None or not build.submitted_by.is_active:
+            raise Unauthenticated("the account this publish was sent by was deactivated before the build ran")
     return Actor(user=build.submitted_by, token=token, address=build.address)
 
 
@@ -287,11 +309,25 @@ def build_mark_succeeded(*, build: Build, attempt: int, version_id: int) -> bool
 def build_reap_stale() -> dict[str, int]:
     """Builds whose worker died: running with a stale heartbeat are re-queued (or failed after
     MAX_ATTEMPTS); queued ones whose message was lost are enqueued again. Claims are conditional,
-    so a duplicate message is harmless."""
-    from builds.tasks import run_build
+    so a duplicate message is harmless.
+
+    In embedded mode (tasks in-process) there is no heartbeat and no one to retry: a build still
+    running longer than any build may run was cut short by its process stopping, and is failed."""
 
     close_old_connections()
     now = timezone.now()
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        limit = now - timedelta(seconds=settings.REGISTRY_BUILD_TIME_LIMIT + settings.REGISTRY_BUILD_STALE_SECONDS)
+        failed = 0
+        for build in Build.objects.filter(status=Build.Status.RUNNING, started_at__lt=limit):
+            failed += _finish_failed(
+                build,
+                attempt=build.attempts,
+                code="internal_error",
+                message=f"the registry stopped while this build was running; publish it again (build {build.pk})",
+                details=[],
+            )
+        return {"requeued": 0, "failed": failed}
     stale = now - timedelta(seconds=settings.REGISTRY_BUILD_STALE_SECONDS)
     requeued = failed = 0
     sent: set[object] = set()
@@ -313,11 +349,16 @@ def build_reap_stale() -> dict[str, int]:
         ):
             requeued += 1
             sent.add(build.pk)
-            run_build.delay(str(build.pk))
-    # Queued builds whose message was lost (not the ones just re-queued above: one message each).
-    lost = Build.objects.filter(status=Build.Status.QUEUED, created_at__lt=stale).exclude(pk__in=sent)
+            _enqueue(str(build.pk))
+    # Queued builds whose message was lost: none sent since the stale cut-off (one message each,
+    # so a backlog does not pile up duplicates).
+    lost = (
+        Build.objects.filter(status=Build.Status.QUEUED, created_at__lt=stale)
+        .filter(Q(enqueued_at__isnull=True) | Q(enqueued_at__lt=stale))
+        .exclude(pk__in=sent)
+    )
     for build in lost:
-        run_build.delay(str(build.pk))
+        _enqueue(str(build.pk))
         requeued += 1
     if requeued or failed:
         log.warning("stale builds: %d re-queued, %d failed", requeued, failed)

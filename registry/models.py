@@ -165,6 +165,18 @@ class PackageLock(models.Model):
         return self.sha256
 
 
+class NameLock(models.Model):
+    """A row per confusable-name key, updated inside the publishing transaction, so that two
+    publishes whose names (or provided names) could be confusable are serialised and the second
+    sees the first (SQLite serialises all writes anyway; PostgreSQL needs this)."""
+
+    key = models.CharField(max_length=192, primary_key=True)
+    touched_at = models.DateTimeField(null=True)
+
+    def __str__(self) -> str:
+        return self.key
+
+
 class ApiToken(models.Model):
     """An API token. Only its SHA-256 digest is stored; the secret is shown once at creation."""
 
@@ -178,6 +190,9 @@ class ApiToken(models.Model):
     last_used_at = models.DateTimeField(null=True, blank=True)
     last_used_ip = models.GenericIPAddressField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # The token that created this one (None for a password, session or createtoken): revoking a
+    # token revokes every token it created, so a leaked token cannot leave a sibling behind.
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children")
 
     class Meta:
         ordering = ("-created_at",)

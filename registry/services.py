@@ -38,6 +38,7 @@ from registry.models import (
     AuditEvent,
     Dependency,
     Extension,
+    NameLock,
     Ownership,
     PackageLock,
     Provide,
@@ -104,16 +105,44 @@ def _require_publish_rights(actor: Actor, name: str) -> None:
 
 
 def _check_name_available(actor: Actor, name: str) -> None:
-    """A new name must not be reserved nor confusable with a name someone else owns."""
+    """A new name must not be reserved, nor confusable with (or equal to) an extension name or a
+    provided name of someone else's: clients look names up both ways, so either would shadow."""
     if name in RESERVED_NAMES:
         raise NameTaken(f"{name!r} is a reserved name and cannot be used for an extension")
-    for other in Extension.objects.filter(confusable_key__in=confusable_keys(name)).exclude(name=name):
-        if actor.user is None or not other.ownerships.filter(user_id=actor.user.pk).exists():
+    keys = confusable_keys(name)
+    for other in Extension.objects.filter(confusable_key__in=keys).exclude(name=name):
+        if not _is_owner(other, actor):
             raise NameTaken(
                 f"{name!r} is too similar to the existing extension {other.name!r}, owned by someone else; "
                 "choose a clearly different name",
                 details=[{"existing": other.name}],
             )
+    provides = Provide.objects.filter(confusable_key__in=keys).exclude(version__extension__name=name)
+    for provide in provides.select_related("version__extension"):
+        other = provide.version.extension
+        if not _is_owner(other, actor):
+            how = "the same as" if provide.name == name else "too similar to"
+            raise NameTaken(
+                f"{name!r} is {how} the {provide.kind} {provide.name!r} provided by the extension {other.name!r}, "
+                "owned by someone else; choose a clearly different name",
+                details=[{"existing": other.name, "kind": provide.kind, "provided": provide.name}],
+            )
+
+
+def lock_names(manifest: Manifest) -> None:
+    """Serialise, inside the current transaction, publishes whose name or provided names could be
+    confusable: each takes a row lock on every confusable key of every name it claims (in sorted
+    order, so two publishes cannot deadlock). Two confusable names share a key, so the second
+    publish waits for the first and then sees it."""
+    keys = set(confusable_keys(manifest.name))
+    for kind in KINDS:
+        for provided in manifest.provides.get(kind, ()):
+            keys |= confusable_keys(provided)
+    ordered = sorted(keys)
+    NameLock.objects.bulk_create([NameLock(key=key) for key in ordered], ignore_conflicts=True)
+    now = timezone.now()
+    for key in ordered:
+        NameLock.objects.filter(key=key).update(touched_at=now)
 
 
 def _check_provides(actor: Actor, manifest: Manifest, extension: Extension | None) -> None:
@@ -288,6 +317,7 @@ def version_create(
         with reupload() as fileobj:
             storage.put_package(package.sha256, fileobj, package.size)
     _require_publish_rights(actor, name)
+    lock_names(manifest)
     extension = Extension.objects.select_for_update().filter(name=name).first()
     created = False
     if extension is None:
@@ -575,6 +605,7 @@ def token_create(
         digest=token_digest(secret),
         scopes=sorted(set(wanted)),
         expires_at=expires_at,
+        parent=actor.token,
     )
     audit(
         action=AuditEvent.Action.TOKEN_CREATE,
@@ -591,14 +622,21 @@ def token_revoke(*, actor: Actor, token_id: int) -> ApiToken:
     token = ApiToken.objects.select_for_update().filter(pk=token_id, user=actor.user).first()
     if token is None:
         raise NotFound(f"you have no token with id {token_id}")
-    if token.revoked_at is None:
-        token.revoked_at = timezone.now()
-        token.save(update_fields=["revoked_at"])
-        audit(
-            action=AuditEvent.Action.TOKEN_REVOKE,
-            actor=actor,
-            details={"token": token.prefix, "name": token.name},
-        )
+    now = timezone.now()
+    # The token and every token it created, and theirs: a leaked token leaves nothing behind.
+    family, frontier = [token], [token.pk]
+    while frontier:
+        children = list(ApiToken.objects.select_for_update().filter(parent_id__in=frontier))
+        family += children
+        frontier = [child.pk for child in children]
+    for member in family:
+        if member.revoked_at is None:
+            member.revoked_at = now
+            member.save(update_fields=["revoked_at"])
+            details = {"token": member.prefix, "name": member.name}
+            if member is not token:
+                details["created_by"] = token.prefix
+            audit(action=AuditEvent.Action.TOKEN_REVOKE, actor=actor, details=details)
     return token
 
 

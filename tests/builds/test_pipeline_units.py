@@ -217,13 +217,30 @@ def test_a_failed_step_is_logged_with_the_authors_message(user: AbstractBaseUser
 reaper = pytest.mark.django_db(transaction=True)
 
 
+@pytest.fixture
+def worker_mode(settings: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Tasks go to a broker (recorded here) whose worker delivers them at once, in this process."""
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    sent: list[str] = []
+
+    def deliver(build_id: str) -> None:
+        sent.append(build_id)
+        services.build_run(build_id)
+
+    monkeypatch.setattr(tasks.run_build, "delay", deliver)
+    return sent
+
+
 @reaper
-def test_the_reaper_requeues_a_build_whose_worker_died_and_it_completes(queued: Build, settings: Any) -> None:
+def test_the_reaper_requeues_a_build_whose_worker_died_and_it_completes(
+    queued: Build, settings: Any, worker_mode: list[str]
+) -> None:
     assert services.build_claim(str(queued.pk)) == 1  # a worker took it, then died
     go_stale(queued, settings)
 
-    # Tasks run in-process in the tests: the re-queued build runs at once, as attempt 2.
+    # The re-queued build is delivered at once and runs as attempt 2.
     assert services.build_reap_stale() == {"requeued": 1, "failed": 0}
+    assert worker_mode == [str(queued.pk)]
 
     queued.refresh_from_db()
     assert queued.status == Build.Status.SUCCEEDED
@@ -238,6 +255,7 @@ def test_the_reaper_requeues_a_build_whose_worker_died_and_it_completes(queued: 
 def test_the_reaper_requeues_without_running_when_tasks_go_to_a_broker(
     queued: Build, settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    settings.CELERY_TASK_ALWAYS_EAGER = False
     sent: list[str] = []
     monkeypatch.setattr(tasks.run_build, "delay", lambda build_id: sent.append(build_id))
     assert services.build_claim(str(queued.pk)) == 1
@@ -257,6 +275,7 @@ def test_the_reaper_sends_one_message_for_an_old_build_whose_worker_died(
 ) -> None:
     """A build that has been running longer than the stale age was also created before it: it is
     re-queued once, not re-queued and then enqueued again as a lost queued build."""
+    settings.CELERY_TASK_ALWAYS_EAGER = False
     sent: list[str] = []
     monkeypatch.setattr(tasks.run_build, "delay", lambda build_id: sent.append(build_id))
     assert services.build_claim(str(queued.pk)) == 1
@@ -270,6 +289,7 @@ def test_the_reaper_sends_one_message_for_an_old_build_whose_worker_died(
 
 @reaper
 def test_the_reaper_fails_a_build_that_exhausted_its_attempts(queued: Build, settings: Any) -> None:
+    settings.CELERY_TASK_ALWAYS_EAGER = False
     Build.objects.filter(pk=queued.pk).update(status=Build.Status.RUNNING, attempts=services.MAX_ATTEMPTS)
     go_stale(queued, settings)
 
@@ -288,10 +308,11 @@ def test_the_reaper_fails_a_build_that_exhausted_its_attempts(queued: Build, set
 
 @reaper
 def test_the_reaper_leaves_live_and_finished_builds_alone(
-    queued: Build, user: AbstractBaseUser, tmp_path: Path
+    queued: Build, user: AbstractBaseUser, tmp_path: Path, settings: Any
 ) -> None:
     from tests.factories import package
 
+    settings.CELERY_TASK_ALWAYS_EAGER = False
     done = submit(user, package(tmp_path / "b", "redis", "7.2.4"))
     services.build_run(str(done.pk))
     assert services.build_claim(str(queued.pk)) == 1  # running, beating
@@ -303,13 +324,46 @@ def test_the_reaper_leaves_live_and_finished_builds_alone(
 
 
 @reaper
-def test_the_reaper_enqueues_a_queued_build_whose_message_was_lost(queued: Build, settings: Any) -> None:
+def test_the_reaper_enqueues_a_queued_build_whose_message_was_lost(
+    queued: Build, settings: Any, worker_mode: list[str]
+) -> None:
     long_ago = timezone.now() - timedelta(seconds=settings.REGISTRY_BUILD_STALE_SECONDS + 5)
     Build.objects.filter(pk=queued.pk).update(created_at=long_ago)
 
     assert services.build_reap_stale() == {"requeued": 1, "failed": 0}
     queued.refresh_from_db()
     assert (queued.status, queued.attempts) == (Build.Status.SUCCEEDED, 1)
+
+
+@reaper
+def test_a_queued_backlog_is_not_sent_again_while_its_message_is_fresh(
+    queued: Build, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    sent: list[str] = []
+    monkeypatch.setattr(tasks.run_build, "delay", lambda build_id: sent.append(build_id))
+    long_ago = timezone.now() - timedelta(seconds=settings.REGISTRY_BUILD_STALE_SECONDS + 5)
+    Build.objects.filter(pk=queued.pk).update(created_at=long_ago, enqueued_at=long_ago)
+
+    assert services.build_reap_stale() == {"requeued": 1, "failed": 0}  # its message is long lost
+    assert services.build_reap_stale() == {"requeued": 0, "failed": 0}  # just sent: wait for it
+    assert sent == [str(queued.pk)]
+
+
+@reaper
+def test_in_embedded_mode_the_reaper_fails_a_build_its_process_left_running(queued: Build, settings: Any) -> None:
+    """No heartbeat, no worker to retry: past the longest a build may run, it was cut short."""
+    assert services.build_claim(str(queued.pk)) == 1
+    assert services.build_reap_stale() == {"requeued": 0, "failed": 0}  # still within its time
+    past = timezone.now() - timedelta(
+        seconds=settings.REGISTRY_BUILD_TIME_LIMIT + settings.REGISTRY_BUILD_STALE_SECONDS + 5
+    )
+    Build.objects.filter(pk=queued.pk).update(started_at=past, heartbeat_at=past)
+
+    assert services.build_reap_stale() == {"requeued": 0, "failed": 1}
+    queued.refresh_from_db()
+    assert queued.status == Build.Status.FAILED
+    assert "publish it again" in queued.error_message
 
 
 # --- the sweeper and package_discard ----------------------------------------------------------------
