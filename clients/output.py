@@ -33,6 +33,21 @@ def plain(value: object, *, style: str = "") -> Text:
     return Text(safe_text(value), style=style)
 
 
+def _detail_text(detail: dict[str, Any], shown: Sequence[str]) -> str | None:
+    """One line for an error detail, ``PATH: MESSAGE``, leaving out what the lines already printed
+    say (a resolver detail repeats the one-line message; its ``path`` may be the requirement chain,
+    which then is all it adds). None when it adds nothing."""
+    message = str(detail["message"]).strip()
+    message = message.splitlines()[0] if message else ""
+    where = str(detail.get("path") or "").strip()
+    said = " ".join(shown)
+    if message and message in said:
+        return where if where and where not in said else None
+    if where and where not in message:
+        return f"{where}: {message}"
+    return message or None
+
+
 def _console(file: TextIO, **options: Any) -> Console:
     return Console(file=file, markup=False, emoji=False, highlight=False, soft_wrap=True, **options)
 
@@ -70,15 +85,17 @@ class Output:
             self._write_json({"success": False, "error": body})
             return
         self.err_console.print(plain(f"error: {error.message}"))
+        shown = [error.message]
         for detail in error.details:
             if not isinstance(detail, dict) or "message" not in detail:
                 continue
             if detail.get("status") not in (None, "failed"):
                 continue  # check results that passed or were skipped are in the table already
-            where = detail.get("path") or ""
+            text = _detail_text(detail, shown)
+            if text is None:
+                continue
+            shown.append(text)
             prefix = "warning" if detail.get("severity") == "warning" else "-"
-            message = str(detail["message"]).strip().splitlines()[0] if str(detail["message"]).strip() else ""
-            text = f"{where}: {message}" if where else message
             self.err_console.print(plain(f"  {prefix} {text}"))
 
     def line(self, text: str = "", *, err: bool = False) -> None:

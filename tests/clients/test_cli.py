@@ -258,3 +258,30 @@ def test_the_library_names_a_bad_version_too(tmp_path: Path) -> None:
         install(client, Store(tmp_path / "home"), type="taskserv", name="etcd", infra=tmp_path / "i", version="bogus")
     assert refused.value.message.startswith("version 'bogus' is neither a version nor a constraint: ")
     assert not (tmp_path / "i").exists()
+
+
+def test_error_details_print_only_what_the_message_does_not_say() -> None:
+    import io
+
+    from clients.errors import ClientError
+    from clients.output import Output
+
+    stderr = io.StringIO()
+    out = Output("table", stdout=io.StringIO(), stderr=stderr)
+    out.failure(
+        ClientError(
+            "cannot resolve x ^9.0: you asked for x ^9.0, but no version of x matches; nothing was installed into aws",
+            details=[
+                {"path": "you asked for x ^9.0", "message": "you asked for x ^9.0, but no version of x matches"},
+                {"path": "you asked for y -> y 1.0.0 -> x ^9.0", "message": "no version of x matches"},
+                {"path": "aws", "message": "required environment variable AWS_REGION is not set"},
+                {"path": "aws", "message": "required environment variable AWS_REGION is not set"},
+                {"path": "extension.name", "message": "extension.name: must be lower-case"},
+            ],
+        )
+    )
+    assert stderr.getvalue().splitlines()[1:] == [
+        "  - you asked for y -> y 1.0.0 -> x ^9.0",
+        "  - aws: required environment variable AWS_REGION is not set",
+        "  - extension.name: must be lower-case",
+    ]

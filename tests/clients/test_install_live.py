@@ -181,15 +181,27 @@ def test_a_resolution_failure_prints_the_explanation_and_installs_nothing(
     result = create(capsys, examples_registry.url, tmp_path / "home", infra, "cilium", "--runtime-version", "1.0.0",
                     "--version", "1.15.1")  # fmt: skip
     assert result.code == 1
-    first, *details = result.err.splitlines()
-    assert first.startswith("error: cannot resolve cilium")
-    assert "kubernetes" in first and "nothing was installed" in first
-    assert details and all(line.startswith("  - ") for line in details)
+    assert result.err.splitlines() == [
+        "error: cannot resolve cilium =1.15.1: cilium 1.15.1 requires kubernetes >=1.29, but no version of kubernetes "
+        "matches (available: 1.28.6, 1.29.1; skipped: 1.29.1 (needs provisioning >=1.2, the runtime is 1.0.0)); "
+        f"nothing was installed into {infra}",
+        "  - you asked for cilium =1.15.1 -> cilium 1.15.1 -> kubernetes >=1.29",  # the chain; the rest is said
+    ]
     assert not infra.exists()
     json_result = create(capsys, examples_registry.url, tmp_path / "home", infra, "cilium", "--runtime-version",
                          "1.0.0", "--version", "1.15.1", "--output", "json")  # fmt: skip
     error = json_result.json()["error"]
     assert error["code"] == "resolution_failed" and error["details"][0]["reason"]
+
+
+def test_a_resolution_failure_is_said_once(capsys: Capsys, examples_registry: LiveRegistry, tmp_path: Path) -> None:
+    infra = tmp_path / "infra"
+    result = create(capsys, examples_registry.url, tmp_path / "home", infra, "kubernetes", "--version", "9")
+    assert result.code == 1
+    assert result.err == (
+        "error: cannot resolve kubernetes ^9.0: you asked for kubernetes ^9.0, but no version of kubernetes matches "
+        f"(available: 1.28.6, 1.29.1); nothing was installed into {infra}\n"
+    )
 
 
 def test_offline_create_works_from_the_cache_and_the_store_only(
