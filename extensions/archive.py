@@ -1143,6 +1143,12 @@ def _verify_manifest_json(scan: _Scan) -> tuple[FileEntry, ...]:
         doc: Any = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise bad(f"MANIFEST.json is not valid JSON ({exc}); allowed: the JSON document the builder writes")
+    except RecursionError:
+        raise bad("MANIFEST.json is nested too deeply; allowed: the flat JSON document the builder writes") from None
+    except ValueError:  # an integer literal longer than Python converts (4300 digits)
+        raise bad(
+            "MANIFEST.json holds a number thousands of digits long; allowed: the JSON document the builder writes"
+        ) from None
     if not isinstance(doc, dict):
         raise bad('MANIFEST.json is not a JSON object; allowed: {"format": 1, "name", "version", "files"}')
     if doc.get("format") != MANIFEST_FORMAT or isinstance(doc.get("format"), bool):

@@ -845,6 +845,10 @@ def _load_toml(text: str) -> dict[str, Any]:
         raise _single(f"is not valid TOML {where}: {reason}; the file must be TOML v1.0.0") from None
     except RecursionError:
         raise _single("cannot be read: its arrays or tables are nested too deeply (keep it flat)") from None
+    except ValueError:  # an integer literal longer than Python converts (4300 digits)
+        raise _single(
+            "cannot be read: it holds a number thousands of digits long; use values of a sensible size"
+        ) from None
 
 
 def parse_manifest(data: str | bytes, *, max_bytes: int = MAX_MANIFEST_BYTES) -> Manifest:

@@ -209,6 +209,8 @@ PACKAGE_ONLY = frozenset(
         "manifest_extra_file",
         "manifest_missing_file",
         "manifest_bad_json",
+        "manifest_nested_too_deeply",
+        "manifest_huge_number",
         "manifest_wrong_version",
         "missing_extension_toml",
     }
@@ -406,6 +408,20 @@ def manifest_bad_json() -> Hostile:
 
 
 @functools.cache
+def manifest_nested_too_deeply() -> Hostile:
+    """MANIFEST.json nested deeper than the JSON decoder recurses."""
+    data = package_bytes(manifest=b'{"format": 1, "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+    return _case("manifest_nested_too_deeply", data, INVALID, f"{TOP}/MANIFEST.json")
+
+
+@functools.cache
+def manifest_huge_number() -> Hostile:
+    """MANIFEST.json with an integer literal longer than Python converts."""
+    data = package_bytes(manifest=b'{"format": ' + b"9" * 5000 + b"}")
+    return _case("manifest_huge_number", data, INVALID, f"{TOP}/MANIFEST.json")
+
+
+@functools.cache
 def manifest_wrong_version() -> Hostile:
     data = package_bytes(manifest=_tampered(lambda doc: doc.update(version="2.0.0")))
     return _case("manifest_wrong_version", data, INVALID, f"{TOP}/MANIFEST.json")
@@ -591,6 +607,8 @@ ALL_HOSTILE: list[Callable[[], Hostile]] = [
     manifest_extra_file,
     manifest_missing_file,
     manifest_bad_json,
+    manifest_nested_too_deeply,
+    manifest_huge_number,
     manifest_wrong_version,
     missing_extension_toml,
     oversize_extension_toml,

@@ -672,3 +672,12 @@ def test_manifest_schema_returns_a_copy() -> None:
     schema = manifest_schema()
     schema["title"] = "changed"
     assert manifest_schema()["title"] == "extension.toml"
+
+
+def test_a_number_too_long_to_read_is_a_problem_not_a_crash() -> None:
+    from extensions.manifest import check_manifest
+
+    manifest, problems = check_manifest('[extension]\nname = "x"\nbig = ' + "9" * 5000 + "\n")
+    assert manifest is None
+    assert [p.path for p in problems] == ["extension.toml"]
+    assert "thousands of digits" in problems[0].message
