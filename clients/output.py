@@ -36,14 +36,14 @@ def plain(value: object, *, style: str = "") -> Text:
 def _detail_text(detail: dict[str, Any], shown: Sequence[str]) -> str | None:
     """One line for an error detail, ``PATH: MESSAGE``, leaving out what the lines already printed
     say (a resolver detail repeats the one-line message; its ``path`` may be the requirement chain,
-    which then is all it adds). None when it adds nothing."""
+    which then is all it adds), and the path when the message starts with it. None when it adds nothing."""
     message = str(detail["message"]).strip()
     message = message.splitlines()[0] if message else ""
     where = str(detail.get("path") or "").strip()
     said = " ".join(shown)
     if message and message in said:
         return where if where and where not in said else None
-    if where and where not in message:
+    if where and not message.startswith(where):
         return f"{where}: {message}"
     return message or None
 

@@ -275,7 +275,7 @@ def test_error_details_print_only_what_the_message_does_not_say() -> None:
                 {"path": "you asked for x ^9.0", "message": "you asked for x ^9.0, but no version of x matches"},
                 {"path": "you asked for y -> y 1.0.0 -> x ^9.0", "message": "no version of x matches"},
                 {"path": "aws", "message": "required environment variable AWS_REGION is not set"},
-                {"path": "aws", "message": "required environment variable AWS_REGION is not set"},
+                {"path": "aws", "message": "extensions/providers/aws/README.md was changed"},
                 {"path": "extension.name", "message": "extension.name: must be lower-case"},
             ],
         )
@@ -283,5 +283,6 @@ def test_error_details_print_only_what_the_message_does_not_say() -> None:
     assert stderr.getvalue().splitlines()[1:] == [
         "  - you asked for y -> y 1.0.0 -> x ^9.0",
         "  - aws: required environment variable AWS_REGION is not set",
+        "  - aws: extensions/providers/aws/README.md was changed",
         "  - extension.name: must be lower-case",
     ]
