@@ -4,8 +4,10 @@ source archive) answer 202 with the build; GET /api/v1/builds/{id}/ follows it."
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.conf import settings
+from django.http import HttpRequest
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.parsers import MultiPartParser
@@ -29,20 +31,29 @@ class _SubmitView(ApiView):
     kind: str = Build.Kind.PACKAGE
     field: str = "file"
 
+    def initialize_request(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Request:
+        # Before authentication: a session's CSRF check reads the body, which must already stream
+        # through the limiting, hashing handler (never Django's defaults).
+        request.upload_handlers = [LimitedHashingUploadHandler(request, limit=settings.REGISTRY_MAX_PACKAGE_BYTES)]
+        return super().initialize_request(request, *args, **kwargs)
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        if request.method == "POST":
+            limit = settings.REGISTRY_MAX_PACKAGE_BYTES
+            try:
+                declared = int(request.META.get("CONTENT_LENGTH") or 0)
+            except ValueError:
+                raise BadRequest("Content-Length is not a number") from None
+            if declared > limit + _SLACK:
+                raise too_large(limit)  # before reading a byte of it
+        super().initial(request, *args, **kwargs)
+
     def _submit(self, request: Request) -> Response:
         actor = self.actor()
         if not actor.is_authenticated:
             raise Unauthenticated("publishing needs a token: send 'Authorization: Bearer pvr_...'")
         if not actor.has_any_scope("publish"):
             raise Forbidden("this token has no publish scope: it needs publish:NAME or publish:*")
-        limit = settings.REGISTRY_MAX_PACKAGE_BYTES
-        try:
-            declared = int(request.META.get("CONTENT_LENGTH") or 0)
-        except ValueError:
-            raise BadRequest("Content-Length is not a number") from None
-        if declared > limit + _SLACK:
-            raise too_large(limit)
-        request._request.upload_handlers = [LimitedHashingUploadHandler(request._request, limit=limit)]
         upload = request.FILES.get(self.field)
         if upload is None:
             raise BadRequest(
@@ -59,7 +70,10 @@ class _SubmitView(ApiView):
             raise RegistryError(
                 build.error_message,
                 code=build.error_code,
-                details=[*build.error_details, {"build": data["id"], "url": data["url"]}],
+                details=[
+                    *(d for d in build.error_details if not (isinstance(d, dict) and set(d) == {"build"})),
+                    {"build": data["id"], "url": data["url"]},
+                ],
             )
         return ok(data, status=202, headers={"Location": data["url"]})
 

@@ -978,3 +978,27 @@ def test_with_the_task_queue_down_the_build_stays_queued_for_the_reaper(
     build = Build.objects.get(pk=queued["id"])
     assert build.status == Build.Status.QUEUED and build.upload_key  # staged, waiting for the reaper
     assert keys(storage.UPLOADS_PREFIX) == {build.upload_key}
+
+
+def test_a_web_session_publishes_through_the_limited_upload_handler(db: None, tmp_path: Path, settings: Any) -> None:
+    """The session's CSRF check reads the body: it must stream through the registry's handler."""
+    from django.middleware.csrf import _get_new_csrf_string, _mask_cipher_secret
+
+    from tests.factories import autocommit_hooks, make_user, package
+
+    session = Client(enforce_csrf_checks=True)
+    session.force_login(make_user("bob", password="pw-long-enough-123"))
+    secret = _get_new_csrf_string()
+    session.cookies["csrftoken"] = secret
+    path = package(tmp_path, "sess", "1.0.0")
+    with autocommit_hooks(), path.open("rb") as handle:
+        refused = session.post("/api/v1/extensions/", {"file": handle})
+    assert refused.status_code == 403  # no CSRF token: refused before anything is published
+    with autocommit_hooks(), path.open("rb") as handle:
+        response = session.post("/api/v1/extensions/", {"file": handle}, HTTP_X_CSRFTOKEN=_mask_cipher_secret(secret))
+    assert response.status_code == 202, response.content
+    assert response.json()["data"]["upload"]["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    settings.REGISTRY_MAX_PACKAGE_BYTES = 100  # smaller than the package: refused while it streams
+    with autocommit_hooks(), path.open("rb") as handle:
+        big = session.post("/api/v1/extensions/", {"file": handle}, HTTP_X_CSRFTOKEN=_mask_cipher_secret(secret))
+    error_of(big, 413, "archive_too_large")
