@@ -53,6 +53,15 @@ MAX_DOWNLOAD_BYTES = 256 * 1024 * 1024  # far above the registry's package limit
 USER_AGENT = "provisioning-client/0.1"
 FINAL_BUILD_STATES = ("succeeded", "failed")
 _SHA256_RE = re.compile(r"[0-9a-f]{64}", re.ASCII)
+# The registry's reasons for refusing a token (before "; send a valid token as ..."), said shortly.
+_TOKEN_REFUSALS = {
+    "unknown or revoked token": "unknown or revoked",
+    "this token was revoked": "revoked",
+    "this token has expired": "expired",
+    "this token's user is inactive": "its user is inactive",
+    "not a registry token": "not a registry token",
+    "malformed authorization header": "malformed",
+}
 
 
 class RegistryError(ClientError):
@@ -175,28 +184,32 @@ class RegistryClient:
             "(check --registry or PROVISIONING_REGISTRY; --offline works from the local store and cache)"
         )
 
-    def _data(self, response: httpx.Response, *, what: str) -> Any:
-        """The envelope's ``data``, or the error it carries."""
+    def _data(self, response: httpx.Response, *, what: str, auth: str | None = None) -> Any:
+        """The envelope's ``data``, or the error it carries. ``auth`` says what the request
+        authenticated with (``"token"`` or ``"password"``), so a 401 can say what to do about it."""
         try:
             body = response.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
             body = None
         if isinstance(body, dict) and body.get("success") is True and "data" in body and response.is_success:
             return body["data"]
-        raise self._error(response, body, what=what)
+        raise self._error(response, body, what=what, auth=auth)
 
-    def _error(self, response: httpx.Response, body: Any, *, what: str) -> RegistryError:
+    def _error(self, response: httpx.Response, body: Any, *, what: str, auth: str | None = None) -> RegistryError:
         error = body.get("error") if isinstance(body, dict) else None
         if isinstance(error, dict) and isinstance(error.get("message"), str):
             message = error["message"]
+            details = list(error.get("details") or []) if isinstance(error.get("details"), list) else []
+            if response.status_code == 401 and auth is not None:
+                details.append({"registry_message": message})
+                message = self._refused(message, auth=auth)
             if response.status_code == 429 and response.headers.get("Retry-After"):
                 message += f" (retry after {response.headers['Retry-After']} s)"
-            details = error.get("details")
             return RegistryError(
                 message,
                 code=str(error.get("code") or "error"),
                 status=response.status_code,
-                details=details if isinstance(details, list) else [],
+                details=details,
             )
         return RegistryError(
             f"{what}: the registry at {self.base_url} answered HTTP {response.status_code} "
@@ -204,6 +217,16 @@ class RegistryClient:
             code="bad_response",
             status=response.status_code,
         )
+
+    def _refused(self, message: str, *, auth: str) -> str:
+        """A 401 in words for the client's users (the registry's own talks about HTTP headers)."""
+        reason = message.split(";", 1)[0].strip().rstrip(".")
+        if auth == "password":
+            if "inactive" in reason.lower():
+                return f"the registry at {self.base_url} refused the login: the account is inactive or deleted"
+            return f"wrong username or password for the registry at {self.base_url}"
+        words = _TOKEN_REFUSALS.get(reason.lower(), reason)
+        return f"the registry refused the token ({words}): run 'provisioning registry login' or pass --token"
 
     def _get(self, path: str, *, params: Mapping[str, Any] | None = None) -> Any:
         response = self._send("GET", path, params={k: v for k, v in (params or {}).items() if v is not None})
@@ -495,7 +518,7 @@ class RegistryClient:
             }
         )
         response = self._send("POST", "api/v1/extensions/", content=body(), headers=headers)
-        data: dict[str, Any] = self._data(response, what="publishing")
+        data: dict[str, Any] = self._data(response, what="publishing", auth="token")
         return data
 
     def build(self, build_id: str) -> dict[str, Any]:
@@ -542,14 +565,14 @@ class RegistryClient:
         """``POST .../yank`` with the reason: ``{name, version, yanked, yanked_reason, yanked_at}``."""
         path = f"api/v1/extensions/{name}/versions/{version}/yank"
         response = self._send("POST", path, json={"reason": reason}, headers=self._auth("yanking"))
-        data: dict[str, Any] = self._data(response, what="yanking")
+        data: dict[str, Any] = self._data(response, what="yanking", auth="token")
         return data
 
     def unyank(self, name: str, version: str) -> dict[str, Any]:
         """``DELETE .../yank``: the version is chosen by resolution again."""
         path = f"api/v1/extensions/{name}/versions/{version}/yank"
         response = self._send("DELETE", path, headers=self._auth("undoing a yank"))
-        data: dict[str, Any] = self._data(response, what="undoing a yank")
+        data: dict[str, Any] = self._data(response, what="undoing a yank", auth="token")
         return data
 
     def create_token(
@@ -569,13 +592,13 @@ class RegistryClient:
         if expires_in_days is not None:
             body["expires_in_days"] = expires_in_days
         response = self._send("POST", "api/v1/tokens/", json=body, auth=(username, password))
-        data: dict[str, Any] = self._data(response, what="creating a token")
+        data: dict[str, Any] = self._data(response, what="creating a token", auth="password")
         return data
 
     def tokens(self) -> list[dict[str, Any]]:
         """``GET /api/v1/tokens/`` with the client's token: its user's tokens (proves the token works)."""
         response = self._send("GET", "api/v1/tokens/", headers=self._auth("listing tokens"))
-        data: list[dict[str, Any]] = self._data(response, what="listing tokens")
+        data: list[dict[str, Any]] = self._data(response, what="listing tokens", auth="token")
         return data
 
 

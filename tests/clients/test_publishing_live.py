@@ -285,9 +285,30 @@ def test_login_with_a_wrong_password_or_a_bad_token_stores_nothing(
                 "registry", "login", "-u", "alice", "--password-stdin")  # fmt: skip
     assert wrong.code == 1
     assert wrong.json()["error"]["code"] == "unauthenticated"
+    monkeypatch.setattr("sys.stdin", io.StringIO("wrong\n"))
+    wrong = run(capsys, "--registry", registry.url, "--home", home, "registry", "login", "-u", "alice",
+                "--password-stdin")  # fmt: skip
+    assert wrong.err == f"error: wrong username or password for the registry at {registry.url}\n"
     bad = run(capsys, "--registry", registry.url, "--home", home, "--token", "pvr_not-a-token", "registry", "login")
-    assert bad.code == 1 and bad.err.startswith("error: ")
+    assert bad.code == 1
+    assert bad.err == (
+        "error: the registry refused the token (not a registry token): run 'provisioning registry login' "
+        "or pass --token\n"
+    )
+    unknown = "pvr_" + "A" * 43
+    refused = run(capsys, "--registry", registry.url, "--home", home, "--token", unknown, "registry", "login")
+    assert refused.err == (
+        "error: the registry refused the token (unknown or revoked): run 'provisioning registry login' "
+        "or pass --token\n"
+    )
     assert not (home / "credentials.toml").exists()
+    for argv in (["extension", "publish", build(capsys, tmp_path, "hello-refused")],
+                 ["extension", "yank", "hello-refused", "0.1.0", "--reason", "r"]):  # fmt: skip
+        answer = run(capsys, "--registry", registry.url, "--token", unknown, "--output", "json", *argv)
+        error = answer.json()["error"]
+        assert (answer.code, error["code"]) == (1, "unauthenticated")
+        assert error["message"].startswith("the registry refused the token (unknown or revoked): run ")
+        assert "Authorization" not in error["message"]
     good = run(capsys, "--registry", registry.url, "--home", home, "--token", alice, "registry", "login")
     assert good.code == 0, good.err
     assert _stored_token(home / "credentials.toml") == alice
