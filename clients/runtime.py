@@ -1063,11 +1063,11 @@ class ExtensionManager:
         nulib = root / "nulib"
         if not self.check_nushell or not nulib.is_dir() or not any(nulib.rglob("*.nu")):
             return []
-        from extensions.checks import CheckResult, find_nu, run_content_checks
+        from extensions.checks import CheckResult, find_nu, nu_unavailable_reason, run_content_checks
 
         nu = self.nu or find_nu()
         if nu is None:
-            return [CheckResult("nushell", "nulib", "skipped", "Nushell (nu) is not installed")]
+            return [CheckResult("nushell", "nulib", "skipped", nu_unavailable_reason())]
         report = run_content_checks(nulib, nu=nu, kcl=False)
         results = [replace(r, path=f"nulib/{r.path}") for r in report.results]
         failed = [r for r in results if r.status == "failed"]

@@ -33,7 +33,9 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _SKIP_DIRS = {".git", "__pycache__", "node_modules", "dist", ".venv"}
 _TOOL_TIMEOUT = 60.0
 _TEST_TIMEOUT = 300.0
-_MAX_MESSAGE = 2000
+_MAX_LINE = 400  # a condensed one-line tool message
+# Box drawing (U+2500-U+257F) and miette's ASCII frame pieces at the start of a frame line.
+_BOX = re.compile(r"[\u2500-\u257f]+")
 
 
 @dataclass(frozen=True)
@@ -104,9 +106,144 @@ def kcl_available() -> bool:
     return True
 
 
-def _clean(text: str) -> str:
-    text = _ANSI.sub("", text).strip()
-    return text if len(text) <= _MAX_MESSAGE else text[:_MAX_MESSAGE] + " [...]"
+def _one_line(text: str, limit: int = _MAX_LINE) -> str:
+    """Text on one line: ANSI codes and box-drawing characters gone, whitespace collapsed, bounded."""
+    text = _BOX.sub(" ", _ANSI.sub("", text))
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _shown_path(path: str, root: Path | None) -> str:
+    """A tool's (absolute) path relative to the extension root when it is inside it."""
+    if root is not None:
+        try:
+            return Path(path).resolve().relative_to(root).as_posix()
+        except (ValueError, OSError):
+            pass
+    return path
+
+
+# KCL diagnostics (colour codes stripped):
+#   error[E2G22]: TypeError            (or just "EvaluationError")
+#    --> /abs/kcl/x.k:5:5
+#     |
+#   5 |     cpus = "x"
+#     |     ^ expected int, got str(x)
+#     |
+# and more "-->" blocks for other locations of the same error, "suggestion: ..." lines, and the
+# same error again for each file that saw it.
+_KCL_HEADER = re.compile(r"^(?:error\[(?P<code>\w+)\]:\s*)?(?P<kind>[A-Z]\w*)\s*$")
+_KCL_LOCATION = re.compile(r"^\s*-->\s*(?P<path>.+?):(?P<line>\d+)(?::(?P<col>\d+))?\s*$")
+_KCL_LABEL = re.compile(r"^\s*\|(?P<text>.*)$")
+
+
+def kcl_summary(output: str, *, root: Path | None = None) -> str:
+    """KCL's error output as one informative line: ``kcl/x.k:5:5: TypeError: expected int, got str(x)``,
+    other locations of the first error after ``;``, and how many other errors there were."""
+    errors: list[tuple[str, list[tuple[str, str]]]] = []  # (kind, [(location, label)])
+    for raw in _ANSI.sub("", output).splitlines():
+        line = raw.rstrip()
+        header = _KCL_HEADER.match(line)
+        if header and not line.startswith(" "):
+            errors.append((header.group("kind"), []))
+            continue
+        location = _KCL_LOCATION.match(line)
+        if location:
+            if not errors:
+                errors.append(("error", []))
+            where = f"{_shown_path(location.group('path'), root)}:{location.group('line')}"
+            if location.group("col"):
+                where += f":{location.group('col')}"
+            errors[-1][1].append((where, ""))
+            continue
+        label = _KCL_LABEL.match(line)
+        if label and errors and errors[-1][1]:
+            text = label.group("text").strip().lstrip("^").strip()
+            where, said = errors[-1][1][-1]
+            if text and not said:
+                errors[-1][1][-1] = (where, text)
+    distinct = list(dict.fromkeys((kind, tuple(places)) for kind, places in errors if places))
+    if not distinct:
+        return _one_line(output) or "KCL failed without a message"
+    kind, places = distinct[0]
+    (where, said), *others = places
+    text = f"{where}: {kind}: {said}" if said else f"{where}: {kind}"
+    extra = [f"{w}: {t}" if t else w for w, t in others]
+    if extra:
+        text += "; " + "; ".join(extra)
+    if len(distinct) > 1:
+        text += f" (and {len(distinct) - 1} more error{'s' if len(distinct) > 2 else ''})"
+    return _one_line(text)
+
+
+# Nushell (miette) reports, plain or with box drawing:
+#   Error: nu::shell::error
+#
+#     x Assertion failed.                       (x, or U+00D7 with colours)
+#      ,-[/abs/tests/test_bad.nu:3:14]           (,-[ or ╭─[)
+#    3 | assert equal (double 2) 5
+#      :              ^^^^^^|^^^^^               (: or ·/│)
+#      :                    `-| These are not equal.
+#      :                      |         Left  : '4'
+#      `----
+#     help: ...
+_NU_HEADLINE = re.compile(r"^\s*[x\u00d7]\s+(?P<text>\S.*)$")
+_NU_LOCATION = re.compile(r"[,╭]\s*[-─]+\s*\[(?P<path>.+?):(?P<line>\d+):(?P<col>\d+)\]")
+_NU_SOURCE = re.compile(r"^\s*\d+\s*[|│]")
+_NU_GUTTER = re.compile(r"^\s*[:·│|]\s?(?P<text>.*)$")
+_NU_HELP = re.compile(r"^\s*help:\s*(?P<text>.*)$")
+_LABEL_LEAD = " ^|`-─│╰╭┬├┴┼·"
+
+
+def nushell_summary(output: str, *, root: Path | None = None) -> str:
+    """Nushell's error report as one line: ``tests/t.nu:3:14: Assertion failed.: These are not equal.
+    Left : '4' Right : '5'`` (location, headline, labels and help; box drawing gone; bounded)."""
+    headline = ""
+    where = ""
+    labels: list[str] = []
+    for raw in _ANSI.sub("", output).splitlines():
+        line = raw.rstrip()
+        if not headline:
+            found = _NU_HEADLINE.match(line)
+            if found:
+                headline = found.group("text").strip()
+            continue
+        if not where:
+            location = _NU_LOCATION.search(line)
+            if location:
+                path = _shown_path(location.group("path"), root)
+                where = f"{path}:{location.group('line')}:{location.group('col')}"
+                continue
+        if _NU_HEADLINE.match(line) and labels:
+            break  # a second error: the first one is enough
+        if _NU_SOURCE.match(line):
+            continue
+        helped = _NU_HELP.match(line)
+        if helped:
+            labels.append(f"help: {helped.group('text').strip()}")
+            continue
+        gutter = _NU_GUTTER.match(line)
+        if gutter:
+            text = gutter.group("text").strip().lstrip(_LABEL_LEAD).strip()
+            if text:
+                labels.append(text)
+    if not headline:
+        return _one_line(output)
+    text = headline
+    if labels:
+        text += (" " if headline[-1] in ".!?:" else ": ") + " ".join(labels)
+    return _one_line(f"{where}: {text}" if where else text)
+
+
+def nu_unavailable_reason() -> str:
+    """Why :func:`find_nu` found no Nushell, in words for the skipped check."""
+    configured = os.environ.get("PROVISIONING_NU")
+    if configured and not (Path(configured).is_file() and os.access(configured, os.X_OK)):
+        return (
+            f"PROVISIONING_NU={configured} points at something that is not an executable: set it to the Nushell "
+            "binary, or unset it to use nu from PATH"
+        )
+    return "Nushell (nu) is not installed"
 
 
 def _files(root: Path, suffix: str) -> Iterator[Path]:
@@ -205,7 +342,8 @@ def _check_nu(path: Path, nu: str) -> str:
     if errors:
         raise _CheckFailed("Nushell parse error: " + "; ".join(dict.fromkeys(errors)))
     if proc.returncode != 0:
-        raise _CheckFailed(f"Nushell could not parse the file: {_clean(proc.stderr.decode('utf-8', 'replace'))}")
+        said = nushell_summary(proc.stderr.decode("utf-8", "replace"), root=None)
+        raise _CheckFailed(f"Nushell could not parse the file: {said or f'exit {proc.returncode}'}")
     return ""
 
 
@@ -222,7 +360,7 @@ def _private_home() -> str:
     return tempfile.mkdtemp(prefix="provisioning-tools-")
 
 
-def _check_kcl_dir(directory: Path, files: list[Path]) -> str:
+def _check_kcl_dir(directory: Path, files: list[Path], root: Path | None = None) -> str:
     """Compile all ``.k`` files of one directory (one KCL package) together, in a child process."""
     try:
         proc = subprocess.run(
@@ -235,8 +373,8 @@ def _check_kcl_dir(directory: Path, files: list[Path]) -> str:
     except subprocess.TimeoutExpired:
         raise _CheckFailed(f"KCL did not finish compiling within {_TOOL_TIMEOUT:.0f} s") from None
     if proc.returncode != 0:
-        message = _clean(proc.stdout.decode("utf-8", "replace") or proc.stderr.decode("utf-8", "replace"))
-        raise _CheckFailed(f"KCL error: {message}")
+        output = proc.stdout.decode("utf-8", "replace") or proc.stderr.decode("utf-8", "replace")
+        raise _CheckFailed(kcl_summary(output, root=root))
     return ""
 
 
@@ -266,13 +404,13 @@ def run_content_checks(root: Path, *, nu: str | None = None, kcl: bool | None = 
         if not kcl:
             report.results.append(CheckResult("kcl", rel, "skipped", "KCL (kcl-lib) is not installed"))
             continue
-        report.results.append(_timed("kcl", rel, partial(_check_kcl_dir, directory, files)))
+        report.results.append(_timed("kcl", rel, partial(_check_kcl_dir, directory, files, root)))
     for path in _files(root, ".nu"):
         rel = _rel(root, path)
         if rel.startswith("tests/"):
             continue  # the extension's own tests run in run_extension_tests
         if nu is None:
-            report.results.append(CheckResult("nushell", rel, "skipped", "Nushell (nu) is not installed"))
+            report.results.append(CheckResult("nushell", rel, "skipped", nu_unavailable_reason()))
             continue
         report.results.append(_timed("nushell", rel, partial(_check_nu, path, nu)))
     return report
@@ -288,7 +426,7 @@ def run_extension_tests(root: Path, *, nu: str | None = None, timeout: float = _
     for path in tests:
         rel = _rel(root, path)
         if nu is None:
-            report.results.append(CheckResult("test", rel, "skipped", "Nushell (nu) is not installed"))
+            report.results.append(CheckResult("test", rel, "skipped", nu_unavailable_reason()))
             continue
         start = time.perf_counter()
         try:
@@ -308,6 +446,7 @@ def run_extension_tests(root: Path, *, nu: str | None = None, timeout: float = _
         if proc.returncode == 0:
             report.results.append(CheckResult("test", rel, "passed", "", elapsed))
         else:
-            output = _clean(proc.stderr.decode("utf-8", "replace") or proc.stdout.decode("utf-8", "replace"))
-            report.results.append(CheckResult("test", rel, "failed", f"exit {proc.returncode}: {output}", elapsed))
+            output = proc.stderr.decode("utf-8", "replace") or proc.stdout.decode("utf-8", "replace")
+            said = nushell_summary(output, root=root) or "no output"
+            report.results.append(CheckResult("test", rel, "failed", f"{said} (exit {proc.returncode})", elapsed))
     return report

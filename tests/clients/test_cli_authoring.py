@@ -162,6 +162,8 @@ def test_test_fails_on_a_broken_template_and_a_failing_test(
     assert "1 failed" not in err  # two checks failed
     assert "2 failed" in err
     assert "templates/hello.conf.j2" in out and "tests/test_hello.nu" in out
+    test_row = next(line for line in out.splitlines() if line.startswith("test "))
+    assert "tests/test_hello.nu:3:" in test_row and "Assertion failed. These are not equal." in test_row
 
 
 def test_test_reports_missing_nushell_as_skipped_never_passed(

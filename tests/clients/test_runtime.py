@@ -585,7 +585,12 @@ def test_without_nushell_the_check_is_reported_as_skipped(
     make_ext(exts, "bad", nu="export def broken [ {\n")
     result = manager_for(exts, check_nushell=True).load("taskserv", "bad")
     assert [(c.path, c.status, c.message) for c in result.checks] == [
-        ("nulib", "skipped", "Nushell (nu) is not installed")
+        (
+            "nulib",
+            "skipped",
+            f"PROVISIONING_NU={tmp_path / 'no-nu'} points at something that is not an executable: set it to the "
+            "Nushell binary, or unset it to use nu from PATH",
+        )
     ]
 
 

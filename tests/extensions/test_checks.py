@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from extensions.checks import run_content_checks, run_extension_tests
+from extensions.checks import nushell_summary, run_content_checks, run_extension_tests
 
 
 def _write(root: Path, rel: str, text: str) -> Path:
@@ -145,3 +145,81 @@ def test_it_runs_the_extensions_own_tests_and_reports_failures(tmp_path: Path, n
     statuses = {r.path: r.status for r in report.results}
     assert statuses == {"tests/test_bad.nu": "failed", "tests/test_ok.nu": "passed"}
     assert not report.ok
+
+
+# --- messages: one informative line ------------------------------------------------------------------
+
+
+def test_a_kcl_type_error_is_one_line_with_file_line_column_and_the_message(tmp_path: Path, kcl: None) -> None:
+    _write(tmp_path, "kcl/x.k", 'schema Node:\n    cpus: int\n\nnode = Node {\n    cpus = "x"\n}\n')
+    result = _by_path(run_content_checks(tmp_path))[("kcl", "kcl")]
+    assert result.status == "failed"
+    assert result.message == (
+        "kcl/x.k:5:5: TypeError: expected int, got str(x); "
+        "kcl/x.k:2:5: variable is defined here, its type is int, but got str(x)"
+    )
+
+
+def test_a_kcl_syntax_error_said_twice_is_said_once(tmp_path: Path, kcl: None) -> None:
+    _write(tmp_path, "kcl/a.k", "x = 1 +\n")
+    result = _by_path(run_content_checks(tmp_path))[("kcl", "kcl")]
+    assert result.message == (
+        'kcl/a.k:1:7: InvalidSyntax: expected one of ["identifier", "literal", "(", "[", "{"] got newline'
+    )
+
+
+def test_a_failed_kcl_check_block_names_the_condition(tmp_path: Path, kcl: None) -> None:
+    _write(tmp_path, "kcl/schema.k", 'schema Node:\n    cpus: int\n    check:\n        cpus >= 1, "at least 1"\n')
+    _write(tmp_path, "kcl/example.k", "node = Node { cpus = 0 }\n")
+    result = _by_path(run_content_checks(tmp_path))[("kcl", "kcl")]
+    assert result.message == (
+        "kcl/example.k:1:8: EvaluationError: Instance check failed; "
+        "kcl/schema.k:4:1: Check failed on the condition: at least 1"
+    )
+
+
+def test_a_failing_nushell_test_shows_the_assertion(tmp_path: Path, nu: str) -> None:
+    _write(tmp_path, "nulib/m.nu", "export def double [x: int]: nothing -> int { $x * 2 }\n")
+    _write(tmp_path, "tests/test_bad.nu", "use std/assert\nuse ../nulib/m.nu *\nassert equal (double 2) 5\n")
+    _write(tmp_path, "tests/test_msg.nu", 'use std/assert\nassert (1 == 2) "one is not two"\n')
+    _write(tmp_path, "tests/test_err.nu", 'error make {msg: "custom failure here"}\n')
+    _write(tmp_path, "tests/test_quiet.nu", "exit 3\n")
+    messages = {r.path: r.message for r in run_extension_tests(tmp_path).results}
+    assert messages == {
+        "tests/test_bad.nu": "tests/test_bad.nu:3:14: Assertion failed. These are not equal. Left : '4' Right : '5' "
+        "(exit 1)",
+        "tests/test_msg.nu": "tests/test_msg.nu:2:8: one is not two: It is not true. (exit 1)",
+        "tests/test_err.nu": "tests/test_err.nu:1:1: custom failure here: originates from here (exit 1)",
+        "tests/test_quiet.nu": "no output (exit 3)",
+    }
+
+
+def test_a_nushell_report_drawn_with_boxes_and_colours_becomes_one_bounded_line() -> None:
+    report = (
+        "\x1b[31mError:\x1b[0m nu::shell::error\n\n"
+        "  \x1b[31m\u00d7\x1b[0m Assertion failed.\n"
+        "   ╭─[/ext/tests/test_bad.nu:3:14]\n"
+        " 2 │ use ../nulib/m.nu *\n"
+        " 3 │ assert equal (double 2) 5\n"
+        "   ·              ───┬──\n"
+        "   ·                 ╰── These are not equal.\n"
+        "   ╰────\n"
+        "  help: compare the values\n"
+    )
+    assert nushell_summary(report, root=Path("/ext")) == (
+        "tests/test_bad.nu:3:14: Assertion failed. These are not equal. help: compare the values"
+    )
+    long = nushell_summary("Error: x\n\n  x " + "very long " * 200 + "\n")
+    assert len(long) <= 400 and long.endswith("…") and "\n" not in long
+
+
+def test_a_provisioning_nu_that_is_not_an_executable_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROVISIONING_NU", "/nonexistent")
+    _write(tmp_path, "nulib/a.nu", "export def f [] { 1 }\n")
+    _write(tmp_path, "tests/test_a.nu", "exit 0\n")
+    expected = (
+        "PROVISIONING_NU=/nonexistent points at something that is not an executable: set it to the Nushell binary, "
+        "or unset it to use nu from PATH"
+    )
+    assert _by_path(run_content_checks(tmp_path, kcl=False))[("nushell", "nulib/a.nu")].message == expected
+    assert [r.message for r in run_extension_tests(tmp_path).results] == [expected]
