@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from clients.commands._args import exact_version, extension_type, non_negative, page_size, seconds
 from clients.errors import ClientError, UsageError
 from clients.progress import Progress
-from clients.registry_client import RegistryClient
+from clients.registry_client import RegistryClient, RegistryError
 
 if TYPE_CHECKING:
     from clients.cli import Commands, Context
@@ -34,13 +34,47 @@ def _build_failed(build: dict[str, Any]) -> ClientError:
     )
 
 
+def _failed_build(client: RegistryClient, error: RegistryError) -> dict[str, Any] | None:
+    """The build a refused publish names in its details (the registry ran it at once and it failed),
+    with its log; None when the refusal names no build."""
+    named = next((d for d in error.details if isinstance(d, dict) and d.get("build")), None)
+    if named is None:
+        return None
+    try:
+        return client.build(str(named["build"]))
+    except ClientError:
+        return {"id": named["build"], "url": named.get("url"), "status": "failed", "log": []}
+
+
+def _print_failed_build(out: Output, build: dict[str, Any], *, logged: bool) -> None:
+    """For people: the failed build's URL and log (``logged``: the log was printed as it came, so
+    only the failing step's further message lines are left to show)."""
+    log = [e for e in build.get("log") or [] if isinstance(e, dict)]
+    if not logged:
+        out.line(f"build {build.get('id')}: failed ({build.get('url')})")
+        for entry in log:
+            out.line(_log_line(entry))
+    failing = next((e for e in reversed(log) if e.get("status") == "failed"), None)
+    if failing is not None:
+        for line in str(failing.get("message") or "").strip().splitlines()[1:]:
+            out.line(f"  {'':<14} {'':<8} {'':9}  {line}")
+    if logged:
+        out.line(f"the build log: {build.get('url')}")
+
+
 def _cmd_publish(args: argparse.Namespace, ctx: Context) -> int:
     out = ctx.out
     package = Path(args.file)
     wait = out.interactive if args.wait is None else args.wait
     with RegistryClient.from_config(ctx.config) as client:
-        with Progress.for_output(out) as bars:
-            build = client.publish(package, progress=bars.task(f"uploading {package.name}"))
+        try:
+            with Progress.for_output(out) as bars:
+                build = client.publish(package, progress=bars.task(f"uploading {package.name}"))
+        except RegistryError as exc:
+            failed = _failed_build(client, exc)
+            if failed is not None:
+                _print_failed_build(out, failed, logged=False)
+            raise
         out.line(f"build {build['id']}: {build['status']} ({build['url']})")
         if wait:
             build = client.wait_for_build(
@@ -50,6 +84,7 @@ def _cmd_publish(args: argparse.Namespace, ctx: Context) -> int:
                 timeout=args.timeout,
             )
     if build.get("status") == "failed":
+        _print_failed_build(out, build, logged=wait)
         raise _build_failed(build)
     out.success(build)
     result = build.get("result") or {}

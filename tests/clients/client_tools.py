@@ -102,14 +102,24 @@ class _Handler(BaseHTTPRequestHandler):
         upstream.close()
         download = "/download" in self.path and response.status == 200 and self.command == "GET"
         mode = self.server.mode if download else "pass"
-        if self.server.mode == "queued" and self.command == "POST" and response.status == 202:
+        status = response.status
+        if self.server.mode == "queued" and self.command == "POST" and status == 422:
+            # A build that failed at once: a registry with a separate worker would have queued it.
+            named = [d for d in json.loads(data)["error"]["details"] if isinstance(d, dict) and d.get("build")]
+            if named:
+                upstream = http.client.HTTPConnection(self.server.upstream_host, self.server.upstream_port, timeout=30)
+                upstream.request("GET", f"/api/v1/builds/{named[0]['build']}/")
+                data = upstream.getresponse().read()
+                upstream.close()
+                status = 202
+        if self.server.mode == "queued" and self.command == "POST" and status == 202:
             # Answer as a registry with a separate worker would: the build is queued, only the upload
             # step logged; the client must then follow GET /api/v1/builds/{id}/.
             envelope = json.loads(data)
-            envelope["data"].update(status="queued", log=envelope["data"]["log"][:1], result=None)
+            envelope["data"].update(status="queued", log=envelope["data"]["log"][:1], result=None, error=None)
             data = json.dumps(envelope).encode()
             self.server.queued += 1
-        self.send_response(response.status)
+        self.send_response(status)
         for key, value in response.getheaders():
             if key.lower() in ("connection", "transfer-encoding", "content-length", "server", "date"):
                 continue

@@ -165,6 +165,38 @@ def test_a_refused_package_exits_1_with_the_registrys_error(
     assert any(isinstance(d, dict) and d.get("build") for d in refused["error"]["details"])
 
 
+def test_a_failed_build_shows_its_log_and_url_in_table_mode(
+    capsys: Capsys, registry: LiveRegistry, alice: str, tmp_path: Path
+) -> None:
+    orphan = build(capsys, tmp_path, "hello-failing", dependencies='["no-such-thing ^1"]')
+    failed = publish(capsys, registry, alice, orphan, "--wait")
+    assert failed.code == 1
+    first, *steps = failed.out.splitlines()
+    found = re.fullmatch(r"build (\S+): failed \((http://\S+/api/v1/builds/\1/)\)", first)
+    assert found, first
+    assert httpx.get(found.group(2), timeout=30).json()["data"]["status"] == "failed"
+    assert [line.split()[:2] for line in steps] == [
+        ["upload", "passed"],
+        ["fetch", "passed"],
+        ["inspect", "passed"],
+        ["validate", "failed"],
+    ]
+    assert steps[-1].endswith("unknown dependency: no extension named 'no-such-thing' in this registry")
+    assert failed.err.startswith("error: unknown dependency: no extension named 'no-such-thing' in this registry\n")
+
+    # A registry with a separate worker queues the build; it fails while the client follows it.
+    with MisbehavingProxy(registry.url, mode="queued") as proxy:
+        followed = run(capsys, "--registry", proxy.url, "--token", alice, "extension", "publish", orphan, "--wait")
+        assert proxy.queued == 1
+    assert followed.code == 1
+    lines = followed.out.splitlines()
+    assert lines[0].startswith("build ") and ": queued (" in lines[0]
+    assert [line.split()[:2] for line in lines[1:-1]][-1] == ["validate", "failed"]
+    build_id = lines[0].split()[1].rstrip(":")
+    assert lines[-1] == f"the build log: {registry.url}/api/v1/builds/{build_id}/"
+    assert followed.err.startswith("error: unknown dependency: ")
+
+
 def test_publish_needs_a_token_and_says_where_to_get_one(
     capsys: Capsys, registry: LiveRegistry, tmp_path: Path
 ) -> None:
