@@ -9,8 +9,6 @@ from django.conf import settings
 from django.http import HttpRequest
 from rest_framework import serializers
 from rest_framework.authentication import SessionAuthentication
-from rest_framework.exceptions import ParseError
-from rest_framework.parsers import JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import SimpleRateThrottle
@@ -19,6 +17,7 @@ from rest_framework.views import APIView
 from registry.authentication import BearerTokenAuthentication, client_address
 from registry.errors import BadRequest
 from registry.models import ApiToken
+from registry.parsers import SafeJSONParser
 from registry.tokens import Actor
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
@@ -48,17 +47,6 @@ def actor_for(request: Request) -> Actor:
     return Actor(user=user, token=token, address=client_address(request))
 
 
-class SafeJSONParser(JSONParser):
-    """DRF's JSON parser, but a document nested too deeply for the decoder (``[[[[...]]]]``) is a
-    400 like any other malformed body, not a RecursionError and a 500."""
-
-    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
-        try:
-            return super().parse(stream, media_type, parser_context)
-        except RecursionError:
-            raise ParseError("JSON parse error - the document is nested too deeply") from None
-
-
 class PublishThrottle(SimpleRateThrottle):
     """Publishes and builds per user (REGISTRY_RATE_PUBLISH), or per address when anonymous."""
 
@@ -72,6 +60,18 @@ class PublishThrottle(SimpleRateThrottle):
             return None
         ident = f"user-{request.user.pk}" if request.user and request.user.is_authenticated else client_address(request)
         return self.cache_format % {"scope": self.scope, "ident": ident}
+
+
+class ResolveThrottle(SimpleRateThrottle):
+    """Resolution and install plans, per address (REGISTRY_RATE_RESOLVE): they cost CPU."""
+
+    scope = "resolve"
+
+    def get_rate(self) -> str:
+        return str(settings.REGISTRY_RATE_RESOLVE)
+
+    def get_cache_key(self, request: Request, view: Any) -> str | None:
+        return self.cache_format % {"scope": self.scope, "ident": client_address(request) or "unknown"}
 
 
 class WriteThrottle(SimpleRateThrottle):
@@ -92,7 +92,7 @@ class ApiView(APIView):
     """Base class of the JSON API views: bearer tokens (and the web session, with CSRF)."""
 
     authentication_classes = [BearerTokenAuthentication, SessionAuthentication]
-    parser_classes = [SafeJSONParser, MultiPartParser]
+    parser_classes = [SafeJSONParser]  # uploads declare MultiPartParser themselves
     throttle_classes = [WriteThrottle]
 
     def actor(self) -> Actor:

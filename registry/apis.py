@@ -29,6 +29,7 @@ from registry import openapi as _openapi  # noqa: F401 - registers the authentic
 from registry import selectors, services, storage
 from registry.api import ApiView, base_url, ok
 from registry.errors import BadRequest, NotFound
+from registry.fastpath import etag_matches
 from registry.models import Extension, Provide, Version
 
 DEFAULT_LIMIT = 20
@@ -65,7 +66,7 @@ def _int_param(request: Request, name: str, *, default: int, minimum: int, maxim
         if maximum is not None
         else f"use a whole number, at least {minimum}"
     )
-    if not raw.isascii() or not raw.isdigit():
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
         raise _bad_param(name, allowed, raw)
     value = int(raw)
     if value < minimum or (maximum is not None and value > maximum):
@@ -80,15 +81,8 @@ def _paging(request: Request) -> tuple[int, int]:
 
 
 def _etag_matches(request: Request, etag: str) -> bool:
-    """Whether If-None-Match names this (strong) ETag, or is ``*``."""
-    header = request.META.get("HTTP_IF_NONE_MATCH", "")
-    if not header:
-        return False
-    for candidate in header.split(","):
-        tag = candidate.strip()
-        if tag == "*" or tag.removeprefix("W/") == etag:
-            return True
-    return False
+    """Whether If-None-Match names this ETag (weak or strong), or is ``*``."""
+    return etag_matches(request.META.get("HTTP_IF_NONE_MATCH", ""), etag)
 
 
 class AnyAcceptNegotiation(BaseContentNegotiation):

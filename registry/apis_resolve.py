@@ -4,8 +4,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -13,8 +11,9 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from extensions.names import NAME_RE
 from registry import resolution
-from registry.api import ApiView, base_url, ok, validated
+from registry.api import ApiView, ResolveThrottle, base_url, ok, validated
 from registry.errors import NotFound
 from registry.exceptions import error_body
 from registry.fastpath import CACHE_CONTROL, etag_matches
@@ -33,7 +32,11 @@ def index_document(request: HttpRequest, name: str) -> HttpResponse:
         )
         response["Allow"] = "GET, HEAD"
         return response
-    row = Extension.objects.filter(name=name).values_list("index_etag", "index_json").first()
+    row = (
+        Extension.objects.filter(name=name).values_list("index_etag", "index_json").first()
+        if NAME_RE.match(name)  # (a NUL in a name would be a database error on PostgreSQL)
+        else None
+    )
     if row is None or not row[1]:
         return JsonResponse(error_body("not_found", f"no extension named {name!r}"), status=404)
     etag = f'"{row[0]}"'
@@ -65,7 +68,7 @@ class ResolveInput(serializers.Serializer):
 class ResolveApi(ApiView):
     """POST /api/v1/resolve: the newest versions satisfying every constraint, in install order."""
 
-    throttle_classes: list[Any] = []
+    throttle_classes = [ResolveThrottle]
 
     @extend_schema(
         operation_id="resolve",
@@ -99,7 +102,7 @@ _KINDS = {"taskservs": "taskserv", "clusters": "cluster", "providers": "provider
 class InstallPlanApi(ApiView):
     """POST /api/v1/extensions/taskservs/install (also clusters, providers): the install plan."""
 
-    throttle_classes: list[Any] = []
+    throttle_classes = [ResolveThrottle]
 
     @extend_schema(
         operation_id="install_plan",

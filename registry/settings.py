@@ -188,14 +188,12 @@ else:
 REGISTRY_RATE_PUBLISH = env_rate("REGISTRY_RATE_PUBLISH", "60/minute")
 REGISTRY_RATE_AUTH_FAILURE = env_rate("REGISTRY_RATE_AUTH_FAILURE", "20/minute")
 REGISTRY_RATE_WRITE = env_rate("REGISTRY_RATE_WRITE", "600/minute")
+REGISTRY_RATE_RESOLVE = env_rate("REGISTRY_RATE_RESOLVE", "1200/minute")
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": [
-        "rest_framework.parsers.JSONParser",
-        "rest_framework.parsers.MultiPartParser",
-    ],
+    "DEFAULT_PARSER_CLASSES": ["registry.parsers.SafeJSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
     "EXCEPTION_HANDLER": "registry.exceptions.exception_handler",

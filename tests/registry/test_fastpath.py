@@ -90,6 +90,7 @@ def test_it_sees_a_publish_at_once(fast: IndexFastPath, publisher: Publisher) ->
     [
         ("/api/v1/index/nothing-here", "GET", 404),  # unknown: the view's 404 envelope
         ("/api/v1/index/Bad_Name", "GET", 404),  # not a name: the view decides
+        ("/api/v1/index/ab\x00c", "GET", 404),  # not even storable: never reaches the database
         ("/api/v1/index/etcd", "POST", 405),  # other methods: the view decides
         ("/healthz", "GET", 200),  # everything else is Django's
     ],

@@ -407,7 +407,7 @@ def test_the_listings_by_kind_show_what_the_latest_versions_provide(
 def test_the_install_route_is_not_taken_for_a_lookup(client: Client, db: None) -> None:
     # POST /api/v1/extensions/taskservs/install is the install plan, not the lookup of a taskserv
     # named "install" (a reserved name); an empty body is a bad request there.
-    response = client.post(f"{API}/taskservs/install")
+    response = client.post(f"{API}/taskservs/install", {}, content_type="application/json")
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "bad_request"
 

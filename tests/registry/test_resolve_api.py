@@ -4,6 +4,7 @@ and unyank), POST /api/v1/resolve, install plans, and the same answers from the 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -310,3 +311,14 @@ def test_the_install_plan_checks_the_kind_and_takes_constraints(examples_registr
     bad = plan("taskservs", {"name": "kubernetes", "version": "bad"})
     assert bad.status_code == 400
     assert bad.json()["error"]["message"].startswith("version: 'bad' is not a valid constraint")
+
+
+def test_json_endpoints_take_no_uploads_and_resolution_is_throttled(
+    client: Client, db: None, settings: Any, tmp_path: Path
+) -> None:
+    upload = client.post("/api/v1/resolve", {"requirements": "x", "blob": io.BytesIO(b"x" * 4096)})
+    assert upload.status_code == 415
+    assert upload.json()["error"]["code"] == "unsupported_media_type"
+    settings.REGISTRY_RATE_RESOLVE = "3/minute"  # the refused upload above counts too
+    statuses = [_resolve(client, {"requirements": ["nothing"]}).status_code for _ in range(3)]
+    assert statuses == [422, 422, 429]
