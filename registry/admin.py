@@ -1,5 +1,7 @@
-"""The admin: the catalog is browsable, versions cannot be deleted (published versions are
-immutable), and the audit log is read-only."""
+"""The admin: the catalog is browsable and read-only. Every change to it (yanking, owners, names,
+index documents) goes through the services, which keep the index documents and the audit log in
+step; the admin offers no path around them. Published versions cannot be deleted, and the audit
+log is read-only."""
 
 from __future__ import annotations
 
@@ -15,7 +17,13 @@ class OwnershipInline(admin.TabularInline):
     model = Ownership
     fk_name = "extension"
     extra = 0
-    raw_id_fields = ("user", "added_by")
+    readonly_fields = ("user", "added_by", "added_at")
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # owners change through the API (audited), not here
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
 
 @admin.register(Extension)
@@ -23,8 +31,11 @@ class ExtensionAdmin(admin.ModelAdmin):
     list_display = ("name", "type", "latest_version", "downloads", "updated_at")
     list_filter = ("type",)
     search_fields = ("name", "description")
-    readonly_fields = ("confusable_key", "latest_version", "downloads", "created_at", "updated_at")
+    readonly_fields = tuple(f.name for f in Extension._meta.concrete_fields)
     inlines = (OwnershipInline,)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -35,9 +46,8 @@ class VersionAdmin(admin.ModelAdmin):
     list_display = ("extension", "version", "type", "yanked", "published_at", "downloads")
     list_filter = ("yanked", "type")
     search_fields = ("extension__name", "version", "sha256")
-    readonly_fields = tuple(
-        f.name for f in Version._meta.get_fields() if getattr(f, "concrete", False) and f.name not in ("yanked",)
-    )
+    # Yanking goes through the API (it rewrites the index document and is audited).
+    readonly_fields = tuple(f.name for f in Version._meta.concrete_fields)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -50,10 +60,13 @@ class VersionAdmin(admin.ModelAdmin):
 class ApiTokenAdmin(admin.ModelAdmin):
     list_display = ("prefix", "name", "user", "created_at", "expires_at", "last_used_at", "revoked_at")
     search_fields = ("prefix", "name", "user__username")
-    readonly_fields = ("prefix", "digest", "created_at", "last_used_at", "last_used_ip")
+    readonly_fields = tuple(f.name for f in ApiToken._meta.concrete_fields)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # tokens are created through the API or `manage.py createtoken`, which show the secret
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # revoke instead (the API): a deleted token must leave a trace for its builds
 
 
 @admin.register(AuditEvent)
