@@ -32,7 +32,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,6 +59,7 @@ __all__ = [
     "installed",
     "sync",
     "validate_providers",
+    "yanked_pins",
 ]
 
 EXTENSIONS_DIR = "extensions"
@@ -105,6 +106,7 @@ class InstallReport:
     missing_env: list[str] = field(default_factory=list)
     locked_ignored: list[dict[str, str]] = field(default_factory=list)
     lockfile_written: bool = False
+    yanked: list[dict[str, str | None]] = field(default_factory=list)  # {"name", "version", "reason"}
 
     @property
     def changed(self) -> bool:
@@ -121,6 +123,7 @@ class InstallReport:
             "required_env": self.required_env,
             "missing_env": self.missing_env,
             "locked_ignored": self.locked_ignored,
+            "yanked": self.yanked,
         }
 
 
@@ -518,8 +521,39 @@ def install(
         requested={"type": type, "name": name, "extension": extension, "version": str(chosen.version)},
         locked_ignored=[dict(item) for item in resolution.locked_ignored],
         lockfile_written=written,
+        yanked=_yanked(client, resolution),
     )
     return _needs(report, placed, os.environ if env is None else env)
+
+
+def _yanked(client: RegistryClient, resolution: Resolution) -> list[dict[str, str | None]]:
+    """The yanked versions an install chose (only ever because they were pinned exactly or locked),
+    with the yank's reason when the registry can be asked."""
+    found: list[dict[str, str | None]] = []
+    for name in resolution.install_order:
+        candidate = resolution.resolved[name]
+        if not candidate.yanked:
+            continue
+        reason: str | None = None
+        with contextlib.suppress(ClientError):
+            reason = str(client.version(name, str(candidate.version)).get("yanked_reason") or "") or None
+        found.append({"name": name, "version": str(candidate.version), "reason": reason})
+    return found
+
+
+def yanked_pins(client: RegistryClient, entries: Iterable[LockedExtension]) -> dict[str, bool | None]:
+    """Whether each locked version is yanked, from the registry's index documents (None when the
+    registry does not list that version). `RegistryUnavailable` when it cannot be reached."""
+    found: dict[str, bool | None] = {}
+    for entry in entries:
+        document = client.index(entry.name)
+        state: bool | None = None
+        if document is not None:
+            with contextlib.suppress(ExtensionError):
+                _, versions = parse_index(document, name=entry.name)
+                state = next((v.yanked for v in versions if str(v.version) == entry.version), None)
+        found[entry.name] = state
+    return found
 
 
 def _group(type: str) -> str:

@@ -13,7 +13,7 @@ from clients.commands._args import version_or_constraint
 from clients.errors import ClientError
 from clients.lockfile import LOCKFILE_NAME, Lockfile
 from clients.progress import Progress
-from clients.registry_client import RegistryClient
+from clients.registry_client import RegistryClient, RegistryUnavailable
 from clients.store import Store
 
 if TYPE_CHECKING:
@@ -44,6 +44,12 @@ def _print_report(out: Output, report: install.InstallReport) -> None:
     )
     for item in report.locked_ignored:
         out.warn(f"{item['name']}: locked {item['locked']} could not be kept ({item['reason']}); now {item['chosen']}")
+    for pinned in report.yanked:
+        why = f": {pinned['reason']}" if pinned.get("reason") else ""
+        out.warn(
+            f"{pinned['name']} {pinned['version']} is yanked{why} (installed because it was pinned exactly; "
+            "resolution never chooses a yanked version otherwise)"
+        )
     if report.changed:
         done = "wrote" if report.lockfile_written else "kept"
         out.line(f"installed into {report.infra / 'extensions'}; {done} {report.lockfile}")
@@ -82,15 +88,25 @@ def _list(type: str) -> Handler:
     def handler(args: argparse.Namespace, ctx: Context) -> int:
         out = ctx.out
         if args.infra:
-            found = install.installed(Path(args.infra), store=Store(ctx.config.home), type=type)
-            out.success([item.to_dict() for item in found])
+            infra = Path(args.infra)
+            found = install.installed(infra, store=Store(ctx.config.home), type=type)
+            yanked, unchecked = _yanked_pins(ctx, infra, found)
+            out.success([{**item.to_dict(), "yanked": yanked.get(item.entry.name)} for item in found])
             if not found:
-                out.line(f"no {type}s in {Path(args.infra) / LOCKFILE_NAME}")
+                out.line(f"no {type}s in {infra / LOCKFILE_NAME}")
                 return 0
             out.table(
-                ["name", "version", "status", "path"],
-                [(i.entry.name, i.entry.version, i.status, i.path) for i in found],
+                ["name", "version", "status", "yanked", "path"],
+                [(i.entry.name, i.entry.version, i.status, _yes_no(yanked.get(i.entry.name)), i.path) for i in found],
             )
+            for item in found:
+                if yanked.get(item.entry.name):
+                    out.warn(
+                        f"{item.entry.name} {item.entry.version} is yanked in the registry: choose another version "
+                        f"with `provisioning {_group_of(type)} create {item.entry.name} --infra {infra} --version V`"
+                    )
+            if unchecked:
+                out.warn(f"not checked for yanked versions: {unchecked}")
             return 0
         with RegistryClient.from_config(ctx.config) as client:
             offered = client.provided(type)
@@ -105,6 +121,30 @@ def _list(type: str) -> Handler:
         return 0
 
     return handler
+
+
+def _yanked_pins(
+    ctx: Context, infra: Path, found: list[install.InstalledExtension]
+) -> tuple[dict[str, bool | None], str]:
+    """Which pins are yanked, from the index documents of the lockfile's registry (or --registry);
+    when it cannot be reached, nothing is known and the reason is returned."""
+    if not found:
+        return {}, ""
+    explicit = getattr(ctx.args, "registry", None) or os.environ.get("PROVISIONING_REGISTRY")
+    registry = None if explicit else (Lockfile.load(infra / LOCKFILE_NAME).registry or None)
+    try:
+        with RegistryClient.from_config(ctx.config, registry=registry) as client:
+            return install.yanked_pins(client, [i.entry for i in found]), ""
+    except RegistryUnavailable as exc:
+        return {}, exc.message
+
+
+def _yes_no(value: bool | None) -> str:
+    return "?" if value is None else ("yes" if value else "")
+
+
+def _group_of(type: str) -> str:
+    return next(group for group, kind in GROUPS.items() if kind == type)
 
 
 def _trim(text: object, width: int = 70) -> str:

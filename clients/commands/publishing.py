@@ -99,18 +99,31 @@ def _cmd_publish(args: argparse.Namespace, ctx: Context) -> int:
 
 def _cmd_yank(args: argparse.Namespace, ctx: Context) -> int:
     out = ctx.out
-    if not args.undo and not (args.reason or "").strip():
+    reason = (args.reason or "").strip()
+    if args.undo and args.reason is not None:
+        raise UsageError("--undo takes no --reason: undoing a yank clears the reason (leave --reason out)")
+    if not args.undo and not reason:
         raise UsageError("yanking needs --reason R (say why, e.g. --reason 'breaks etcd 3.5 upgrades')")
     with RegistryClient.from_config(ctx.config) as client:
+        before = client.version(args.name, args.version)
         if args.undo:
             data = client.unyank(args.name, args.version)
         else:
-            data = client.yank(args.name, args.version, reason=args.reason.strip())
-    out.success(data)
-    if data.get("yanked"):
-        out.line(f"yanked {data['name']} {data['version']}: {data.get('yanked_reason')}")
+            data = client.yank(args.name, args.version, reason=reason)
+    changed = bool(before.get("yanked")) != bool(data.get("yanked"))
+    out.success({**data, "changed": changed})
+    what = f"{data['name']} {data['version']}"
+    if args.undo:
+        out.line(f"{what} is no longer yanked" if changed else f"{what} is not yanked: nothing to undo")
+    elif changed:
+        out.line(f"yanked {what}: {data.get('yanked_reason')}")
     else:
-        out.line(f"{data['name']} {data['version']} is no longer yanked")
+        since = f" on {str(data.get('yanked_at'))[:10]}" if data.get("yanked_at") else ""
+        out.line(f"{what} was already yanked{since}: {data.get('yanked_reason')}")
+        if reason != data.get("yanked_reason"):
+            out.warn(
+                f"the reason was not changed to {reason!r}: undo the yank (--undo), then yank again with the new reason"
+            )
     return 0
 
 

@@ -259,8 +259,78 @@ def test_yank_needs_a_reason_and_can_be_undone(
     assert undone.code == 0
     assert undone.json() == {
         "success": True,
-        "data": {"name": "hello-yank", "version": "0.1.0", "yanked": False, "yanked_reason": "", "yanked_at": None},
+        "data": {
+            "name": "hello-yank",
+            "version": "0.1.0",
+            "yanked": False,
+            "yanked_reason": "",
+            "yanked_at": None,
+            "changed": True,
+        },
     }
+
+
+def test_yanking_again_says_it_was_already_yanked_and_undo_takes_no_reason(
+    capsys: Capsys, registry: LiveRegistry, alice: str, tmp_path: Path
+) -> None:
+    assert publish(capsys, registry, alice, build(capsys, tmp_path, "hello-reyank"), "--wait").code == 0
+    base = ["--registry", registry.url, "--token", alice, "extension", "yank", "hello-reyank", "0.1.0"]
+    assert run(capsys, *base, "--reason", "first reason").out == "yanked hello-reyank 0.1.0: first reason\n"
+    again = run(capsys, *base, "--reason", "second reason")
+    assert again.code == 0
+    day = httpx.get(f"{registry.url}/api/v1/extensions/hello-reyank/versions/0.1.0/", timeout=30).json()["data"]
+    assert again.out == f"hello-reyank 0.1.0 was already yanked on {day['yanked_at'][:10]}: first reason\n"
+    assert again.err == (
+        "warning: the reason was not changed to 'second reason': undo the yank (--undo), "
+        "then yank again with the new reason\n"
+    )
+    assert run(capsys, *base, "--reason", "x", "--output", "json").json()["data"]["changed"] is False
+    both = run(capsys, *base, "--undo", "--reason", "foo")
+    assert both.code == 2
+    assert both.err.startswith("error: --undo takes no --reason: undoing a yank clears the reason")
+    still = httpx.get(f"{registry.url}/api/v1/extensions/hello-reyank/versions/0.1.0/", timeout=30).json()["data"]
+    assert (still["yanked"], still["yanked_reason"]) == (True, "first reason")  # nothing was undone
+    assert run(capsys, *base, "--undo").out == "hello-reyank 0.1.0 is no longer yanked\n"
+    assert run(capsys, *base, "--undo").out == "hello-reyank 0.1.0 is not yanked: nothing to undo\n"
+
+
+def test_a_yanked_version_installed_exactly_is_warned_about_and_listed(
+    capsys: Capsys, registry: LiveRegistry, alice: str, tmp_path: Path
+) -> None:
+    for version in ("0.1.0", "0.2.0"):
+        package = build(capsys, tmp_path / version, "hello-yanked", version)
+        assert publish(capsys, registry, alice, package, "--wait").code == 0
+    yank = run(capsys, "--registry", registry.url, "--token", alice,
+               "extension", "yank", "hello-yanked", "0.2.0", "--reason", "eats data")  # fmt: skip
+    assert yank.code == 0
+    home, infra = tmp_path / "home", tmp_path / "infra"
+    base = ["--registry", registry.url, "--home", home]
+    newest = run(capsys, *base, "taskserv", "create", "hello-yanked", "--infra", tmp_path / "other")
+    assert newest.code == 0 and "0.1.0" in newest.out and "yanked" not in newest.err  # never chosen by itself
+    made = run(capsys, *base, "taskserv", "create", "hello-yanked", "--version", "0.2.0", "--infra", infra)
+    assert made.code == 0, made.err
+    assert made.err == (
+        "warning: hello-yanked 0.2.0 is yanked: eats data (installed because it was pinned exactly; "
+        "resolution never chooses a yanked version otherwise)\n"
+    )
+    listed = run(capsys, "--home", home, "taskserv", "list", "--infra", infra)  # the lockfile's registry
+    assert listed.code == 0
+    assert [line.split()[:4] for line in listed.out.splitlines()] == [
+        ["name", "version", "status", "yanked"],
+        ["hello-yanked", "0.2.0", "ok", "yes"],
+    ]
+    assert listed.err == (
+        "warning: hello-yanked 0.2.0 is yanked in the registry: choose another version with "
+        f"`provisioning taskserv create hello-yanked --infra {infra} --version V`\n"
+    )
+    as_json = run(capsys, "--home", home, "--output", "json", "taskserv", "list", "--infra", infra).json()
+    assert as_json["data"][0]["yanked"] is True
+    unreachable = run(capsys, "--registry", "http://127.0.0.1:9", "--home", home, "taskserv", "list", "--infra", infra)
+    assert unreachable.code == 0
+    assert [line.split()[:4] for line in unreachable.out.splitlines()][1] == ["hello-yanked", "0.2.0", "ok", "?"]
+    assert unreachable.err.startswith(
+        "warning: not checked for yanked versions: cannot reach the registry at http://127.0.0.1:9: "
+    )
 
 
 def test_yank_by_someone_who_is_not_an_owner_is_forbidden(
@@ -334,8 +404,10 @@ def test_login_with_a_wrong_password_or_a_bad_token_stores_nothing(
         "or pass --token\n"
     )
     assert not (home / "credentials.toml").exists()
-    for argv in (["extension", "publish", build(capsys, tmp_path, "hello-refused")],
-                 ["extension", "yank", "hello-refused", "0.1.0", "--reason", "r"]):  # fmt: skip
+    package = build(capsys, tmp_path, "hello-refused")
+    for argv in (["extension", "publish", package], ["extension", "yank", "hello-refused", "0.1.0", "--reason", "r"]):
+        if argv[1] == "yank":
+            assert publish(capsys, registry, alice, package, "--wait").code == 0
         answer = run(capsys, "--registry", registry.url, "--token", unknown, "--output", "json", *argv)
         error = answer.json()["error"]
         assert (answer.code, error["code"]) == (1, "unauthenticated")
