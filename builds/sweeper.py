@@ -5,6 +5,7 @@ once older than REGISTRY_SWEEP_GRACE_SECONDS (so in-flight publishes are never t
 from __future__ import annotations
 
 import logging
+import re
 from datetime import timedelta
 
 from django.conf import settings
@@ -13,9 +14,10 @@ from django.utils import timezone
 from builds.models import Build
 from registry import services as catalog
 from registry import storage
-from registry.models import Version
+from registry.models import NameLock, PackageLock, Version
 
 log = logging.getLogger(__name__)
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def storage_sweep(*, grace_seconds: int | None = None) -> dict[str, int]:
@@ -27,6 +29,10 @@ def storage_sweep(*, grace_seconds: int | None = None) -> dict[str, int]:
         if key in referenced or (modified is not None and modified > cutoff):
             continue
         sha256 = key.rsplit("/", 1)[-1].removesuffix(".tar.gz")
+        if not _SHA256.fullmatch(sha256):
+            # Not a package (a writer's leftover temporary file): removed, never taken for a digest.
+            storage.delete(key)
+            continue
         if catalog.package_discard(sha256=sha256, key=key):
             removed_packages += 1
             log.info("sweep: removed unreferenced package %s", key)
@@ -38,4 +44,7 @@ def storage_sweep(*, grace_seconds: int | None = None) -> dict[str, int]:
             continue
         storage.delete(key)
         removed_uploads += 1
+    # Lock rows are only needed while a publish runs; old ones are just clutter.
+    PackageLock.objects.filter(touched_at__lt=cutoff).delete()
+    NameLock.objects.filter(touched_at__lt=cutoff).delete()
     return {"packages": removed_packages, "uploads": removed_uploads}

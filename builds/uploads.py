@@ -7,7 +7,7 @@ import hashlib
 from typing import Any
 
 from django.core.files.uploadedfile import TemporaryUploadedFile
-from django.core.files.uploadhandler import TemporaryFileUploadHandler
+from django.core.files.uploadhandler import FileUploadHandler, TemporaryFileUploadHandler
 from django.http import HttpRequest
 
 from registry.errors import RegistryError
@@ -38,7 +38,9 @@ class LimitedHashingUploadHandler(TemporaryFileUploadHandler):
         self._received = 0
 
     def new_file(self, *args: Any, **kwargs: Any) -> None:
-        super().new_file(*args, **kwargs)
+        # The base class's base class records the field, name and type; the temporary file is ours
+        # (TemporaryFileUploadHandler.new_file would open one more and throw it away).
+        FileUploadHandler.new_file(self, *args, **kwargs)
         self._hash = hashlib.sha256()
         self._received = 0
         self.file = HashingUploadedFile(

@@ -9,11 +9,26 @@ from __future__ import annotations
 
 import sys
 
+CPU_SECONDS = 60
+MEMORY_BYTES = 2 * 1024**3
+
+
+def _limit_resources() -> None:
+    """An author's KCL program runs here: bound its CPU time and memory (the parent also bounds
+    the wall time), so a pathological program cannot exhaust the machine."""
+    try:
+        import resource
+    except ImportError:  # not on POSIX: the parent's timeout still applies
+        return
+    resource.setrlimit(resource.RLIMIT_CPU, (CPU_SECONDS, CPU_SECONDS))
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
+
 
 def main(argv: list[str]) -> int:
     if len(argv) < 2:
         print("usage: python -m extensions._kcl_compile DIR FILE...", file=sys.stderr)
         return 2
+    _limit_resources()
     from kcl_lib.api import API, ExecProgramArgs
 
     directory, files = argv[0], argv[1:]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -172,15 +173,31 @@ def secret_key(name: str, data_dir: Path) -> str:
             raise ImproperlyConfigured(f"{name} is too short: use at least 32 random characters")
         return value
     path = data_dir / "secret_key"
+    existing = _read_key(path)
+    if existing:
+        return existing
+    # Written whole to a private temporary file, then linked into place: a concurrent first start
+    # or a crash can never leave an empty or partial key behind.
+    key = secrets.token_urlsafe(50)
+    fd, tmp = tempfile.mkstemp(dir=data_dir, prefix=".secret_key-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(key + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            if not _read_key(path):  # an empty key left by a crash before this code: replace it
+                os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return _read_key(path) or key  # a concurrent first start may have won: everyone uses its key
+
+
+def _read_key(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8").strip()
     except FileNotFoundError:
-        pass
-    key = secrets.token_urlsafe(50)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:  # another process won the race: use its key
-        return path.read_text(encoding="utf-8").strip()
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(key + "\n")
-    return key
+        return ""

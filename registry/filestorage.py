@@ -37,4 +37,10 @@ class AtomicFileSystemStorage(FileSystemStorage):
                     full_path = self.path(name)
         finally:
             os.unlink(tmp)
+        # The new directory entry is durable before a version row can point at it.
+        dir_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
         return os.path.relpath(full_path, self.location).replace("\\", "/")

@@ -49,22 +49,6 @@ from registry.tokens import DEFAULT_SCOPES, Actor, generate_token, scope_problem
 
 log = logging.getLogger(__name__)
 
-# Called after a commit that changes what an extension's index document says (publish, yank,
-# unyank), with the extension name. The index cache registers itself here.
-_change_listeners: list[Callable[[str], None]] = []
-
-
-def on_extension_changed(listener: Callable[[str], None]) -> None:
-    _change_listeners.append(listener)
-
-
-def _changed(name: str) -> None:
-    def notify() -> None:
-        for listener in _change_listeners:
-            listener(name)
-
-    transaction.on_commit(notify)
-
 
 def audit(
     *,
@@ -138,11 +122,19 @@ def lock_names(manifest: Manifest) -> None:
     for kind in KINDS:
         for provided in manifest.provides.get(kind, ()):
             keys |= confusable_keys(provided)
-    ordered = sorted(keys)
-    NameLock.objects.bulk_create([NameLock(key=key) for key in ordered], ignore_conflicts=True)
-    now = timezone.now()
-    for key in ordered:
-        NameLock.objects.filter(key=key).update(touched_at=now)
+    for key in sorted(keys):
+        _lock_row(NameLock, key)
+
+
+def _lock_row(model: Any, key: str) -> None:
+    """Take the row lock on one lock row inside the current transaction (an UPDATE takes a row
+    lock on PostgreSQL and the write lock on SQLite), creating the row if needed; if the sweeper
+    removed it in between, create it again."""
+    field = model._meta.pk.name
+    while True:
+        model.objects.bulk_create([model(**{field: key})], ignore_conflicts=True)
+        if model.objects.filter(**{field: key}).update(touched_at=timezone.now()) == 1:
+            return
 
 
 def _check_provides(actor: Actor, manifest: Manifest, extension: Extension | None) -> None:
@@ -289,8 +281,7 @@ def _owners(extension: Extension) -> str:
 def lock_package(sha256: str) -> None:
     """Serialise, inside the current transaction, everything that stores, commits or removes the
     object with this digest (an UPDATE takes a row lock on PostgreSQL and the write lock on SQLite)."""
-    PackageLock.objects.bulk_create([PackageLock(sha256=sha256)], ignore_conflicts=True)
-    PackageLock.objects.filter(sha256=sha256).update(touched_at=timezone.now())
+    _lock_row(PackageLock, sha256)
 
 
 def version_create(
@@ -392,7 +383,6 @@ def version_create(
         version=str(version_number),
         details={"sha256": package.sha256, "size": package.size, "first_publish": created},
     )
-    _changed(name)
     return version
 
 
@@ -493,7 +483,6 @@ def version_yank(*, actor: Actor, name: str, version: str, reason: str) -> Versi
             version=row.version,
             details={"reason": reason},
         )
-        _changed(name)
     return row
 
 
@@ -513,7 +502,6 @@ def version_unyank(*, actor: Actor, name: str, version: str) -> Version:
             version=row.version,
             details={"previous_reason": reason},
         )
-        _changed(name)
     return row
 
 

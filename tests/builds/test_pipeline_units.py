@@ -481,3 +481,24 @@ def test_a_token_revoked_while_the_build_waited_fails_it_unauthenticated(
     assert "revoked or expired" in build.error_message
     assert not Version.objects.filter(extension__name="late-token").exists()
     assert keys(storage.PACKAGES_PREFIX) == set()
+
+
+@reaper
+def test_the_sweeper_removes_leftover_temporary_files_and_old_lock_rows(private_storage: Path) -> None:
+    import os
+
+    from registry.models import NameLock, PackageLock
+
+    put_object(f"{storage.PACKAGES_PREFIX}/ab/.incoming-x1y2z3")
+    long_ago = timezone.now() - timedelta(days=2)
+    leftover = private_storage / storage.PACKAGES_PREFIX / "ab" / ".incoming-x1y2z3"
+    os.utime(leftover, (long_ago.timestamp(), long_ago.timestamp()))  # a writer that died long ago
+    PackageLock.objects.create(sha256="a" * 64, touched_at=long_ago)
+    NameLock.objects.create(key="etcd", touched_at=long_ago)
+    NameLock.objects.create(key="fresh", touched_at=timezone.now())
+
+    storage_sweep(grace_seconds=3600)
+
+    assert keys(storage.PACKAGES_PREFIX) == set()
+    assert not PackageLock.objects.exists()
+    assert list(NameLock.objects.values_list("key", flat=True)) == ["fresh"]

@@ -126,3 +126,15 @@ def test_an_unusable_data_dir_stops_start_up_with_one_line(tmp_path: Path) -> No
         assert proc.returncode == 2
         assert len(proc.stderr.strip().splitlines()) == 1
         assert "REGISTRY_DATA_DIR" in proc.stderr and needle in proc.stderr
+
+
+def test_an_empty_key_file_left_by_a_crash_is_replaced(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "secret_key").write_text("")
+    assert manage(tmp_path, "check").returncode == 0
+    key = (data / "secret_key").read_text().strip()
+    assert len(key) >= 50
+    assert manage(tmp_path, "check").returncode == 0
+    assert (data / "secret_key").read_text().strip() == key
+    assert [p.name for p in data.iterdir() if p.name.startswith(".secret_key")] == []
