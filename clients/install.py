@@ -43,11 +43,11 @@ from clients.progress import ProgressCallback, ProgressFactory
 from clients.registry_client import RegistryClient, RegistryError, RegistryUnavailable
 from clients.store import Store, kind_dir, verify_tree
 from extensions.archive import MANIFEST_JSON
-from extensions.errors import ExtensionError
+from extensions.errors import ExtensionError, ResolutionError
 from extensions.index import parse_index
 from extensions.manifest import Manifest, load_manifest
 from extensions.resolver import Resolution, describe_requirement, resolve
-from extensions.versions import Constraint, parse_requirement
+from extensions.versions import Constraint, Version, parse_requirement
 
 __all__ = [
     "InstallReport",
@@ -72,8 +72,9 @@ EXTENSIONS_DIR = "extensions"
 
 @dataclass(frozen=True)
 class PlacedExtension:
-    """One extension of an install: where it is and what was done (``installed``, ``updated`` from
-    ``previous``, or ``unchanged``)."""
+    """One extension of an install: where it is and what was done: ``installed``, ``upgraded`` or
+    ``downgraded`` from ``previous``, ``restored`` (the same version put back because its files had
+    changed), ``replaced`` (what was there had no readable version) or ``unchanged``."""
 
     name: str
     version: str
@@ -361,10 +362,10 @@ def _place_trees(
             plan.append((item, dest, "unchanged", None))
             continue
         before = previous.get(entry.name) if previous is not None else None
-        was = before.version if before is not None else None
         if os.path.lexists(dest):
-            was = was or _placed_version(dest)
-            plan.append((item, dest, "updated", was))
+            # What is there now: the placed tree's MANIFEST.json says, else the old lockfile.
+            was = _placed_version(dest) or (before.version if before is not None else None)
+            plan.append((item, dest, _change(was, entry.version), was))
         else:
             plan.append((item, dest, "installed", None))
     new_text = lock.dumps() if lock is not None else None
@@ -430,6 +431,16 @@ def _place_trees(
     return placed, write_lock
 
 
+def _change(was: str | None, now: str) -> str:
+    """How a tree replaces the one in place: ``upgraded``, ``downgraded``, ``restored`` (the same
+    version, put back because its files had changed) or ``replaced`` (the old version is unknown)."""
+    try:
+        old, new = Version.parse(was or ""), Version.parse(now)
+    except ExtensionError:
+        return "replaced"
+    return "upgraded" if new > old else "downgraded" if new < old else "restored"
+
+
 def _remove_leftovers(root: Path) -> None:
     """Staging directories of an install that was killed (only ever created under the DIR lock)."""
     for leftover in root.glob(".staging-*"):
@@ -493,15 +504,27 @@ def install(
         previous = Lockfile.load(lock_path) if lock_path.exists() else None
         with _nothing_installed(infra):
             extension = find_extension(client, type, name)
-            roots = [_requirement(extension, version)]
-            if previous is not None:
-                roots += [e.name for e in previous.extensions if e.name != extension]
-            resolution = resolve(
-                roots,
-                client.catalogue(),
-                runtime_version=runtime_version,
-                locked=previous.pins() if previous is not None else None,
-            )
+            request = _requirement(extension, version)
+            earlier = [r for r in (previous.requested if previous else []) if parse_requirement(r).name != extension]
+            requested = [request, *earlier]
+            asked = {parse_requirement(r).name for r in requested}
+            # Every explicit request is resolved again, as it was asked for; what else is locked stays
+            # (at its locked version where that still fits), so nothing installed is dropped.
+            roots = requested + [e.name for e in (previous.extensions if previous else []) if e.name not in asked]
+            try:
+                resolution = resolve(
+                    roots,
+                    client.catalogue(),
+                    runtime_version=runtime_version,
+                    locked=previous.pins() if previous is not None else None,
+                )
+            except ResolutionError as exc:
+                if earlier:
+                    exc.message += (
+                        f" ({lock_path} keeps the earlier requests {', '.join(earlier)}: to change one, "
+                        f"create it again with another --version)"
+                    )
+                raise
             chosen = resolution.resolved[extension]
             provided = chosen.extra.get("provides", {}).get(kind_dir(type), ())
             if chosen.type != type and name not in provided:
@@ -512,7 +535,7 @@ def install(
                 )
             entries = _entries(resolution, client)
             staged = _stage(store, client, entries, progress)
-        lock = Lockfile(registry=client.base_url, extensions=entries)
+        lock = Lockfile(registry=client.base_url, extensions=entries, requested=requested)
         placed, written = _place(infra, staged, lock, previous)
     report = InstallReport(
         infra=infra,

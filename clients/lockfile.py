@@ -2,6 +2,7 @@
 
     version = 1
     registry = "http://127.0.0.1:8000"
+    requested = ["containerd ^2", "kubernetes"]
 
     [[extension]]
     name = "kubernetes"
@@ -9,7 +10,13 @@
     type = "taskserv"
     sha256 = "…"
     source = "http://127.0.0.1:8000/api/v1/extensions/kubernetes/versions/1.28.6/download"
-    dependencies = ["containerd ^1.7", "etcd >=3.5, <4"]
+    dependencies = ["containerd ^1.7", "etcd ^3.5"]
+
+``requested`` lists what was asked for explicitly (``taskserv create NAME [--version V]``: the
+extension's name and the version or constraint as given), so a later ``create`` resolves every one
+of them again and never silently moves away from an explicit request; a lockfile written before it
+existed reads as having none. ``dependencies`` are each locked version's requirements
+(`extensions.resolver.describe_requirement` spellings).
 
 `Lockfile.load` checks every key and names the bad one (``extension[2].sha256``); `Lockfile.dump`
 writes entries sorted by name through a temporary file and a rename, so a reader never sees half a
@@ -32,7 +39,7 @@ import tomli_w
 from clients.errors import ClientError, os_error_message
 from extensions.errors import ExtensionError
 from extensions.names import NAME_RE
-from extensions.versions import Version, parse_requirement
+from extensions.versions import Requirement, Version, parse_requirement
 
 __all__ = ["LOCKFILE_NAME", "LOCKFILE_VERSION", "LockedExtension", "Lockfile"]
 
@@ -67,6 +74,7 @@ class LockedExtension:
 class Lockfile:
     registry: str
     extensions: list[LockedExtension] = field(default_factory=list)
+    requested: list[str] = field(default_factory=list)  # "NAME" or "NAME CONSTRAINT", as asked for
 
     # --- reading ----------------------------------------------------------------------------------
 
@@ -107,6 +115,18 @@ class Lockfile:
         registry = data.get("registry", "")
         if not isinstance(registry, str):
             raise bad("registry", "must be the registry's URL as a string")
+        requested = data.get("requested", [])  # absent in lockfiles written before it existed
+        if not isinstance(requested, list) or not all(isinstance(r, str) for r in requested):
+            raise bad("requested", 'must be a list of requirements such as "containerd ^2" or "kubernetes"')
+        asked: set[str] = set()
+        for index, text in enumerate(requested):
+            try:
+                requirement = parse_requirement(text)
+            except ExtensionError as exc:
+                raise bad(f"requested[{index}]", exc.message) from None
+            if requirement.name in asked:
+                raise bad(f"requested[{index}]", f"{requirement.name!r} is requested twice: each name appears once")
+            asked.add(requirement.name)
         entries = data.get("extension", [])
         if not isinstance(entries, list):
             raise bad("extension", "must be an array of tables ([[extension]])")
@@ -151,7 +171,7 @@ class Lockfile:
                     dependencies=tuple(dependencies),
                 )
             )
-        return cls(registry=registry, extensions=extensions)
+        return cls(registry=registry, extensions=extensions, requested=list(requested))
 
     # --- queries ----------------------------------------------------------------------------------
 
@@ -162,9 +182,19 @@ class Lockfile:
         """name -> locked version (for `extensions.resolver.resolve(locked=...)`)."""
         return {e.name: e.version for e in self.extensions}
 
+    def requirements(self) -> list[Requirement]:
+        """The explicit requests, parsed."""
+        return [parse_requirement(text) for text in self.requested]
+
     def problems(self) -> list[str]:
-        """Dependencies the locked set does not satisfy (a hand-edited or merged lockfile)."""
+        """Requests and dependencies the locked set does not satisfy (a hand-edited or merged lockfile)."""
         found: list[str] = []
+        for text, requirement in zip(self.requested, self.requirements(), strict=True):
+            locked = self.get(requirement.name)
+            if locked is None:
+                found.append(f"{text} was requested, but {requirement.name} is not locked")
+            elif not requirement.constraint.contains(locked.version, include_prereleases=True):
+                found.append(f"{text} was requested, but {locked.version} is locked")
         for entry in self.extensions:
             for text in entry.dependencies:
                 requirement = parse_requirement(text)
@@ -181,6 +211,7 @@ class Lockfile:
         return {
             "version": LOCKFILE_VERSION,
             "registry": self.registry,
+            "requested": sorted(self.requested, key=lambda text: parse_requirement(text).name),
             "extension": [e.to_dict() for e in sorted(self.extensions, key=lambda e: e.name)],
         }
 

@@ -36,7 +36,7 @@ def _print_report(out: Output, report: install.InstallReport) -> None:
                 p.name,
                 p.version,
                 p.type,
-                f"updated from {p.previous}" if p.action == "updated" and p.previous else p.action,
+                f"{p.action} from {p.previous}" if p.action in ("upgraded", "downgraded") else p.action,
                 p.path,
             )
             for p in report.extensions

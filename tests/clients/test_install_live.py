@@ -129,7 +129,7 @@ def test_create_keeps_what_the_lock_pins_and_updates_what_no_longer_fits(
     assert actions == {
         "containerd": ("1.7.13", "unchanged", None),
         "etcd": ("3.5.12", "unchanged", None),
-        "kubernetes": ("1.29.1", "updated", "1.28.6"),
+        "kubernetes": ("1.29.1", "upgraded", "1.28.6"),
         "cilium": ("1.15.1", "installed", None),
     }
     assert data["locked_ignored"][0]["name"] == "kubernetes"
@@ -138,6 +138,85 @@ def test_create_keeps_what_the_lock_pins_and_updates_what_no_longer_fits(
     assert json.loads((placed / "MANIFEST.json").read_text())["version"] == "1.29.1"
     assert installed_names(infra) == ["cilium", *KUBERNETES_SET]
     assert leftovers(home, infra) == []
+
+
+def test_an_explicit_request_is_kept_a_later_create_conflicting_with_it_installs_nothing(
+    capsys: Capsys, examples_registry: LiveRegistry, tmp_path: Path
+) -> None:
+    home, infra = tmp_path / "home", tmp_path / "infra"
+    first = create(capsys, examples_registry.url, home, infra, "containerd", "--version", "^2")
+    assert first.code == 0, first.err
+    lock = infra / "extensions.lock"
+    before = lock.read_bytes()
+    assert Lockfile.load(lock).requested == ["containerd ^2"]
+
+    conflict = create(capsys, examples_registry.url, home, infra, "kubernetes")
+    assert conflict.code == 1
+    assert conflict.err.splitlines()[0] == (
+        "error: cannot resolve kubernetes, containerd ^2.0: you asked for containerd ^2.0; kubernetes 1.29.1 and "
+        "1.28.6 require containerd ^1.7; no version of containerd satisfies all of these (available: 1.7.13, 2.0.2) "
+        f"({lock} keeps the earlier requests containerd ^2: to change one, create it again with another --version); "
+        f"nothing was installed into {infra}"
+    )
+    assert lock.read_bytes() == before
+    assert installed_names(infra) == ["containerd"]
+    placed = infra / "extensions" / "taskservs" / "containerd" / "MANIFEST.json"
+    assert json.loads(placed.read_text())["version"] == "2.0.2"
+
+    # Asking for containerd again replaces the request; the version change is said as it is.
+    changed = run(capsys, "--registry", examples_registry.url, "--home", home, "--output", "json",
+                  "taskserv", "create", "containerd", "--version", "^1.7", "--infra", infra)  # fmt: skip
+    assert changed.code == 0, changed.err
+    placed_now = changed.json()["data"]["extensions"]
+    assert [(e["name"], e["version"], e["action"], e["previous"]) for e in placed_now] == [
+        ("containerd", "1.7.13", "downgraded", "2.0.2")
+    ]
+    table = create(capsys, examples_registry.url, home, infra, "containerd", "--version", "^2")
+    assert [line.split()[:6] for line in table.out.splitlines()[1:2]] == [
+        ["containerd", "2.0.2", "taskserv", "upgraded", "from", "1.7.13"]
+    ]
+    both = create(capsys, examples_registry.url, home, infra, "containerd", "--version", "^1.7")
+    assert both.code == 0, both.err
+    assert [line.split()[:6] for line in both.out.splitlines()[1:2]] == [
+        ["containerd", "1.7.13", "taskserv", "downgraded", "from", "2.0.2"]
+    ]
+    made = create(capsys, examples_registry.url, home, infra, "kubernetes", "--runtime-version", "1.0.0")
+    assert made.code == 0, made.err
+    assert Lockfile.load(lock).requested == ["containerd ^1.7", "kubernetes"]
+    assert Lockfile.load(lock).pins() == {"containerd": "1.7.13", "etcd": "3.5.12", "kubernetes": "1.28.6"}
+
+
+def test_the_lockfile_in_the_docs_is_what_create_writes(
+    capsys: Capsys, examples_registry: LiveRegistry, tmp_path: Path
+) -> None:
+    home, infra = tmp_path / "home", tmp_path / "infra"
+    assert create(capsys, examples_registry.url, home, infra, "containerd", "--version", "^1.7").code == 0
+    assert create(capsys, examples_registry.url, home, infra, "kubernetes", "--version", "1.28.6").code == 0
+    written = (infra / "extensions.lock").read_text().replace(examples_registry.url, "http://127.0.0.1:8000")
+    docs = (EXAMPLES.parent / "docs" / "client.md").read_text()
+    shown = docs.split("```toml\n", 1)[1].split("```", 1)[0]
+    assert shown == written
+
+
+def test_a_lockfile_without_requested_is_read_and_keeps_everything_locked(
+    capsys: Capsys, examples_registry: LiveRegistry, k8s: tuple[Path, Path]
+) -> None:
+    home, infra = k8s
+    lock = infra / "extensions.lock"
+    old = Lockfile(registry=examples_registry.url, extensions=Lockfile.load(lock).extensions)
+    text = old.dumps().replace("requested = []\n", "")  # as written before `requested` existed
+    assert "requested" not in text
+    lock.write_text(text)
+    assert Lockfile.load(lock).requested == []
+    result = create(capsys, examples_registry.url, home, infra, "redis")
+    assert result.code == 0, result.err
+    assert Lockfile.load(lock).requested == ["redis"]
+    assert Lockfile.load(lock).pins() == {
+        "containerd": "1.7.13",
+        "etcd": "3.5.12",
+        "kubernetes": "1.28.6",
+        "redis": "7.2.4",
+    }
 
 
 def test_cluster_create_places_each_extension_under_its_own_kind(
@@ -255,7 +334,12 @@ def test_sync_puts_back_an_installed_file_that_was_changed(capsys: Capsys, k8s: 
     result = sync(capsys, home, infra, "--offline")
     assert result.code == 0, result.err
     assert changed.read_bytes() == original
-    assert "updated" in result.out
+    rows = [line.split()[:4] for line in result.out.splitlines()[1:4]]
+    assert rows == [
+        ["containerd", "1.7.13", "taskserv", "unchanged"],
+        ["etcd", "3.5.12", "taskserv", "restored"],  # the same version put back, not "updated from 3.5.12"
+        ["kubernetes", "1.28.6", "taskserv", "unchanged"],
+    ]
 
 
 def test_sync_with_a_tampered_store_file_fails_and_installs_nothing(

@@ -116,6 +116,41 @@ def test_lockfile_problems_name_unsatisfied_and_unlocked_dependencies() -> None:
     ]
 
 
+def test_requested_is_kept_sorted_read_back_and_checked() -> None:
+    lock = Lockfile(
+        registry="r",
+        extensions=[LockedExtension("containerd", "2.0.2", "taskserv", SHA_A, "s")],
+        requested=["kubernetes", "containerd ^2"],
+    )
+    text = lock.dumps()
+    assert text.startswith('version = 1\nregistry = "r"\nrequested = [\n    "containerd ^2",\n    "kubernetes",\n]\n')
+    assert Lockfile.loads(text).requested == ["containerd ^2", "kubernetes"]
+    assert lock.problems() == ["kubernetes was requested, but kubernetes is not locked"]
+    lock.requested = ["containerd ^1.7"]
+    assert lock.problems() == ["containerd ^1.7 was requested, but 2.0.2 is locked"]
+
+
+def test_a_lockfile_without_requested_reads_as_no_requests() -> None:
+    assert "requested" not in _lock_text()
+    assert Lockfile.loads(_lock_text()).requested == []
+
+
+@pytest.mark.parametrize(
+    ("requested", "key", "words"),
+    [
+        ('"etcd"', "requested", "must be a list of requirements"),
+        ('["etcd >>3"]', "requested[0]", "not a valid constraint"),
+        ('["etcd", "etcd ^3"]', "requested[1]", "'etcd' is requested twice"),
+    ],
+)
+def test_a_bad_requested_list_is_refused_naming_the_key(requested: str, key: str, words: str) -> None:
+    text = _lock_text().replace('registry = "http://r"\n', f'registry = "http://r"\nrequested = {requested}\n')
+    with pytest.raises(ClientError) as caught:
+        Lockfile.loads(text, path="infra/extensions.lock")
+    assert caught.value.message.startswith(f"infra/extensions.lock: {key}: ")
+    assert words in caught.value.message
+
+
 # --- the store ---------------------------------------------------------------------------------------
 
 
