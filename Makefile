@@ -62,6 +62,8 @@ examples: migrate
 	$(PY) manage.py publish --skip-existing extensions/providers/* extensions/taskservs/* extensions/clusters/*
 
 run: install tools migrate examples
+	@$(PY) manage.py reapbuilds >/dev/null   # builds a previous run left running (no beat here)
+	@$(PY) manage.py sweepstorage >/dev/null
 	@echo "serving the registry on http://127.0.0.1:$(PORT) (Ctrl-C stops it)"
 	$(VENV)/bin/gunicorn registry.wsgi --bind 127.0.0.1:$(PORT) --workers 2 --threads 4 \
 	  --worker-class gthread --timeout 300 --access-logfile -
