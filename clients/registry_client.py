@@ -49,6 +49,7 @@ ProgressCallback = Callable[[int, "int | None"], None]
 """Called with (bytes done, total bytes or None) as a transfer advances."""
 
 CHUNK = 64 * 1024
+UNREACHABLE_RETRY_SECONDS = 30.0  # with cache_fallback, how long an unreachable registry is not asked again
 MAX_DOWNLOAD_BYTES = 256 * 1024 * 1024  # far above the registry's package limit: a stream past it is refused
 USER_AGENT = "provisioning-client/0.1"
 FINAL_BUILD_STATES = ("succeeded", "failed")
@@ -124,11 +125,19 @@ class RegistryClient:
         cache_dir: Path | None = None,
         timeout: float = 30.0,
         offline: bool = False,
+        cache_fallback: bool = False,
+        unreachable_hint: str | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.offline = offline
+        # cache_fallback: when the registry cannot be reached, index documents come from the cache
+        # (`unreachable` then says why) and, for a while, the registry is not asked again.
+        self.cache_fallback = cache_fallback
+        self.unreachable: RegistryUnavailable | None = None
+        self._unreachable_until = 0.0
+        self.unreachable_hint = unreachable_hint  # appended to "cannot reach" errors (e.g. the --offline a command has)
         self._documents: dict[str, bytes | None] = {}  # index documents this client already has
         self._http = httpx.Client(
             timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
@@ -136,10 +145,25 @@ class RegistryClient:
         )
 
     @classmethod
-    def from_config(cls, config: Config, *, offline: bool = False, registry: str | None = None) -> RegistryClient:
+    def from_config(
+        cls,
+        config: Config,
+        *,
+        offline: bool = False,
+        registry: str | None = None,
+        cache_fallback: bool = False,
+        unreachable_hint: str | None = None,
+    ) -> RegistryClient:
         """The client for the effective configuration: its registry (or ``registry``), its token,
         and the index cache under ``HOME/cache``."""
-        return cls(registry or config.registry, token=config.token, cache_dir=config.home / "cache", offline=offline)
+        return cls(
+            registry or config.registry,
+            token=config.token,
+            cache_dir=config.home / "cache",
+            offline=offline,
+            cache_fallback=cache_fallback,
+            unreachable_hint=unreachable_hint,
+        )
 
     # --- plumbing ---------------------------------------------------------------------------------
 
@@ -173,16 +197,28 @@ class RegistryClient:
 
     def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         self._check_online(f"{method} {path}")
+        self._check_reachable()
         try:
             return self._http.request(method, self.url(path), **kwargs)
         except httpx.TransportError as exc:
             raise self._unavailable(exc) from None
 
+    def _check_reachable(self) -> None:
+        """With ``cache_fallback``, a registry found unreachable is not asked again for a while (each
+        attempt could wait for a timeout); the first failure is raised again instead."""
+        if self.unreachable is not None and time.monotonic() < self._unreachable_until:
+            raise RegistryUnavailable(self.unreachable.message)
+
     def _unavailable(self, exc: BaseException) -> RegistryUnavailable:
-        return RegistryUnavailable(
+        hint = f"; {self.unreachable_hint}" if self.unreachable_hint else ""
+        error = RegistryUnavailable(
             f"cannot reach the registry at {self.base_url}: {_short(exc)} "
-            "(check --registry or PROVISIONING_REGISTRY; --offline works from the local store and cache)"
+            f"(check --registry or PROVISIONING_REGISTRY{hint})"
         )
+        if self.cache_fallback:
+            self.unreachable = error
+            self._unreachable_until = time.monotonic() + UNREACHABLE_RETRY_SECONDS
+        return error
 
     def _data(self, response: httpx.Response, *, what: str, auth: str | None = None) -> Any:
         """The envelope's ``data``, or the error it carries. ``auth`` says what the request
@@ -343,7 +379,14 @@ class RegistryClient:
         headers = {}
         if cached is not None and paths is not None and paths[1].exists():
             headers["If-None-Match"] = paths[1].read_text(encoding="ascii").strip()
-        response = self._send("GET", f"api/v1/index/{name}", headers=headers)
+        try:
+            response = self._send("GET", f"api/v1/index/{name}", headers=headers)
+        except RegistryUnavailable as exc:
+            if not self.cache_fallback:
+                raise
+            if cached is not None:
+                return cached  # the registry is down: the cached document, as `unreachable` says
+            raise RegistryUnavailable(f"{exc.message}; the index document of {name!r} is not cached either") from None
         if response.status_code == 304 and cached is not None:
             return cached
         if response.status_code == 404:
@@ -408,6 +451,10 @@ class RegistryClient:
         check_sha256(expected_sha256)
         what = f"{name} {version}"
         self._check_online(f"downloading {what}")
+        try:
+            self._check_reachable()
+        except RegistryUnavailable as exc:
+            raise RegistryUnavailable(f"{exc.message}; {what} is not in the local store") from None
         url = self.download_url(name, version)
         target = Path(target)
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -250,6 +250,9 @@ class _Handler(BaseHTTPRequestHandler):
             )
         kind = normalise_type(body["extension_type"])
         extension = self.server.manager.reload_extension(kind, body["name"])
+        client = self.server.manager.client
+        if client is not None and client.unreachable is not None:
+            log.warning("%s: reloaded from the cached index documents and the local store", client.unreachable)
         self._ok(f"Extension {extension.metadata.name} reloaded")
 
     # --- methods ----------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from clients.output import Output
 
 GROUPS = {"taskserv": "taskserv", "cluster": "cluster", "providers": "provider"}
+OFFLINE_HINT = "--offline works from the local store and cache"  # create and sync have --offline
 
 
 def _runtime_version(args: argparse.Namespace) -> str | None:
@@ -65,7 +66,7 @@ def _create(type: str) -> Handler:
     def handler(args: argparse.Namespace, ctx: Context) -> int:
         config = ctx.config
         with (
-            RegistryClient.from_config(config, offline=args.offline) as client,
+            RegistryClient.from_config(config, offline=args.offline, unreachable_hint=OFFLINE_HINT) as client,
             Progress.for_output(ctx.out) as bars,
         ):
             report = install.install(
@@ -190,7 +191,9 @@ def _cmd_sync(args: argparse.Namespace, ctx: Context) -> int:
     explicit = getattr(args, "registry", None) or os.environ.get("PROVISIONING_REGISTRY")
     registry = None if explicit else (Lockfile.load(infra / LOCKFILE_NAME).registry or None)
     with (
-        RegistryClient.from_config(config, offline=args.offline, registry=registry) as client,
+        RegistryClient.from_config(
+            config, offline=args.offline, registry=registry, unreachable_hint=OFFLINE_HINT
+        ) as client,
         Progress.for_output(ctx.out) as bars,
     ):
         report = install.sync(Store(config.home), infra=infra, client=client, progress=bars.task)

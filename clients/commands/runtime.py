@@ -34,11 +34,10 @@ def _runtime_version(args: argparse.Namespace) -> str | None:
 
 
 @contextlib.contextmanager
-def _client(ctx: Context) -> Iterator[RegistryClient]:
+def _client(ctx: Context, *, offline: bool = False, cache_fallback: bool = False) -> Iterator[RegistryClient]:
     from clients.registry_client import RegistryClient
 
-    config = ctx.config
-    with RegistryClient(config.registry, token=config.token, cache_dir=config.home / "cache") as client:
+    with RegistryClient.from_config(ctx.config, offline=offline, cache_fallback=cache_fallback) as client:
         yield client
 
 
@@ -46,13 +45,17 @@ def _client(ctx: Context) -> Iterator[RegistryClient]:
 def _manager(
     args: argparse.Namespace, ctx: Context, *, registry: bool, progress: bool = True
 ) -> Iterator[ExtensionManager]:
+    """The manager over this home's state; with ``registry``, a client that falls back to the cached
+    index documents and the local store when the registry cannot be reached (or uses only them with
+    ``--offline``)."""
     from clients.progress import Progress
     from clients.runtime import ExtensionManager, LoadPolicy
 
     policy = LoadPolicy.from_env()
     runtime_version = _runtime_version(args)
+    offline = bool(getattr(args, "offline", False))
     with contextlib.ExitStack() as stack:
-        client = stack.enter_context(_client(ctx)) if registry else None
+        client = stack.enter_context(_client(ctx, offline=offline, cache_fallback=True)) if registry else None
         bars = stack.enter_context(Progress.for_output(ctx.out)) if registry and progress else None
         yield ExtensionManager(
             home=ctx.config.home,
@@ -61,6 +64,14 @@ def _manager(
             policy=policy,
             progress=bars.task if bars is not None else None,
         )
+
+
+def _fell_back(manager: ExtensionManager) -> str | None:
+    """Why the registry was not used, when the manager's client fell back to the cache and store."""
+    client = manager.client
+    if client is None or client.unreachable is None:
+        return None
+    return f"{client.unreachable.message}: used the cached index documents and the local store"
 
 
 def _report(ctx: Context, result: LoadResult, verb: str) -> None:
@@ -123,7 +134,10 @@ def _short(text: str, limit: int = 80) -> str:
 def _cmd_load(args: argparse.Namespace, ctx: Context) -> int:
     with _manager(args, ctx, registry=True) as manager:
         result = manager.load(args.type, args.name, args.version)
-    ctx.out.success(result.to_dict())
+        fell_back = _fell_back(manager)
+    ctx.out.success({**result.to_dict(), "registry_unreachable": fell_back})
+    if fell_back:
+        ctx.out.warn(fell_back)
     _report(ctx, result, "loaded")
     return 0
 
@@ -155,8 +169,13 @@ def _cmd_list(args: argparse.Namespace, ctx: Context) -> int:
 def _cmd_reload(args: argparse.Namespace, ctx: Context) -> int:
     with _manager(args, ctx, registry=True) as manager:
         result = manager.reload(args.type, args.name)
+        fell_back = _fell_back(manager)
     ext = result.extension
-    ctx.out.success({"message": f"Extension {ext.metadata.name} reloaded", **result.to_dict()})
+    ctx.out.success(
+        {"message": f"Extension {ext.metadata.name} reloaded", **result.to_dict(), "registry_unreachable": fell_back}
+    )
+    if fell_back:
+        ctx.out.warn(fell_back)
     _report(ctx, result, "reloaded")
     return 0
 
@@ -189,6 +208,15 @@ def _cmd_serve(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
+def _offline_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--offline",
+        action="store_true",
+        help="use only the local store and cached index documents; never ask the registry (without it, an "
+        "unreachable registry falls back to them, saying so)",
+    )
+
+
 def _runtime_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--runtime-version",
@@ -215,6 +243,7 @@ def register(cli: Commands) -> None:
         help="a version or constraint (default: the newest compatible with the runtime)",
     )
     _runtime_option(p)
+    _offline_option(p)
 
     cli.leaf("module", "list", _cmd_list, "the extensions loaded in the runtime")
 
@@ -222,6 +251,7 @@ def register(cli: Commands) -> None:
     p.add_argument("type", metavar="TYPE", help=TYPES_HELP)
     p.add_argument("name", metavar="NAME", help="extension name")
     _runtime_option(p)
+    _offline_option(p)
 
     p = cli.leaf("runtime", "serve", _cmd_serve, "serve GET /api/v1/extensions/loaded and POST .../reload on 127.0.0.1")
     p.add_argument("--port", type=int, default=8082, metavar="PORT", help="port on 127.0.0.1 (default 8082; 0: any)")

@@ -343,3 +343,59 @@ def test_module_commands_do_not_import_the_authoring_tools(tmp_path: Path) -> No
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.stderr.strip().splitlines()[-1] == "0 []"
+
+
+# --- the registry unreachable -------------------------------------------------------------------------
+
+
+def test_load_and_reload_fall_back_to_the_store_and_cache_when_the_registry_is_down(
+    capsys: Capsys, live_registry: LiveRegistry, tmp_path: Path
+) -> None:
+    live_registry.manage("publish", str(ROOT / "extensions" / "taskservs" / "etcd" / "3.5.12"))
+    base = ["--registry", live_registry.url, "--home", str(tmp_path / "home")]
+    tree = tmp_path / "home" / "store" / "trees" / "taskserv" / "etcd" / "3.5.12"
+    assert run(capsys, *base, "module", "load", "taskserv", "etcd").code == 0
+    live_registry.stop()
+
+    down = f"cannot reach the registry at {live_registry.url}: "
+    used = ": used the cached index documents and the local store"
+    known = run(capsys, *base, "module", "load", "taskserv", "etcd")
+    assert known.code == 0, known.err
+    assert known.out == f"taskserv etcd 3.5.12 is already loaded (registry): {tree}\n"
+    (tmp_path / "home" / "runtime" / "state.json").unlink()  # a fresh runtime: the tree is only in the store
+    loaded = run(capsys, *base, "module", "load", "taskserv", "etcd")
+    assert loaded.code == 0, loaded.err
+    assert loaded.out == f"loaded taskserv etcd 3.5.12 (registry): {tree}\n"
+    warning = next(line for line in loaded.err.splitlines() if line.startswith("warning: "))
+    assert warning.startswith(f"warning: {down}") and warning.endswith(used)
+    assert "--offline" not in loaded.err
+    as_json = envelope(run(capsys, *base, "--output", "json", "module", "load", "taskserv", "etcd", "--version", "^3"))
+    assert as_json["registry_unreachable"].startswith(down)
+
+    reloaded = run(capsys, *base, "module", "reload", "taskserv", "etcd")
+    assert reloaded.code == 0, reloaded.err
+    assert f"reloaded taskserv etcd 3.5.12 (registry): {tree}" in reloaded.out
+    assert used in reloaded.err and "--offline" not in reloaded.err
+
+    offline = run(capsys, *base, "module", "load", "taskserv", "etcd", "--offline")
+    assert offline.code == 0, offline.err
+    assert "warning" not in offline.err  # --offline never asks, so there is nothing to warn about
+    again = run(capsys, *base, "module", "reload", "taskserv", "etcd", "--offline")
+    assert again.code == 0, again.err
+
+    never = run(capsys, *base, "module", "load", "taskserv", "redis")
+    assert never.code == 1
+    assert never.err.startswith(f"error: {down}")
+    assert "the index document of 'redis' is not cached either" in never.err
+    offline_never = run(capsys, *base, "module", "load", "taskserv", "redis", "--offline")
+    assert offline_never.code == 1 and "offline: the index document of 'redis' is not in the cache" in offline_never.err
+
+    # Commands without --offline never suggest it.
+    for argv in (["module", "discover", "taskserv"], ["extension", "search", "etcd"], ["extension", "info", "etcd"]):
+        result = run(capsys, *base, *argv)
+        assert result.code == 1, argv
+        assert result.err.startswith(f"error: {down}"), argv
+        assert "--offline" not in result.err, (argv, result.err)
+    # taskserv create has it, and says so.
+    create = run(capsys, *base, "taskserv", "create", "etcd", "--infra", str(tmp_path / "infra"))
+    assert "--offline works from the local store and cache" in create.err
