@@ -309,14 +309,23 @@ class LoadResult:
     cached: bool
     loaded: tuple[Extension, ...] = ()
     checks: tuple[CheckResult, ...] = ()
+    reloaded: tuple[Extension, ...] = ()  # a reload: every version of the extension read again, oldest first
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "extension": self.extension.to_dict(),
             "cached": self.cached,
             "loaded": [e.key for e in self.loaded],
+            "reloaded": [e.key for e in self.reloaded],
             "checks": [c.as_dict() for c in self.checks],
         }
+
+    def reload_message(self) -> str:
+        """The platform's answer to a reload, ``Extension NAME reloaded``, naming the versions when
+        several were loaded (and so reloaded)."""
+        versions = [e.metadata.version for e in self.reloaded]
+        suffix = f" ({', '.join(versions)})" if len(versions) > 1 else ""
+        return f"Extension {self.extension.metadata.name} reloaded{suffix}"
 
 
 @dataclass
@@ -387,6 +396,15 @@ def normalise_type(text: str) -> str:
             details=[{"path": "type", "allowed": list(EXTENSION_TYPES)}],
         )
     return value
+
+
+def _exact_version(text: str) -> Version:
+    try:
+        return Version.parse(str(text).strip().removeprefix("=").strip()).without_build()
+    except ExtensionError as exc:
+        raise UsageError(
+            f"version {str(text)[:80]!r} is not a version: {exc.message}", details=[{"path": "version"}]
+        ) from None
 
 
 def _check_name(name: str) -> str:
@@ -745,39 +763,69 @@ class ExtensionManager:
                 self._sync()
             return list(self._cache.values())
 
-    def reload_extension(self, type: str, name: str) -> Extension:
-        """Read a loaded extension again: found again, verified, re-read, ``loaded_at`` set to now
-        (every cached version of it; the most recently used one is returned). NotLoadedError if it
-        is not loaded."""
-        return self.reload(type, name).extension
+    def reload_extension(self, type: str, name: str, version: str | None = None) -> Extension:
+        """Read a loaded extension again: found again, verified, re-read, ``loaded_at`` set to now.
+        Several versions of one extension may be loaded at once: without ``version`` every loaded
+        version is reloaded (the most recently used one is returned); with it, only that version.
+        NotLoadedError if it (or that version) is not loaded, listing the versions that are."""
+        return self.reload(type, name, version).extension
 
-    def reload(self, type: str, name: str) -> LoadResult:
-        """`reload_extension`, with what it read and the Nushell checks."""
+    def reload(self, type: str, name: str, version: str | None = None) -> LoadResult:
+        """`reload_extension`, with what it read (``reloaded``: each version of the extension, oldest
+        first; ``loaded``: everything read, dependencies included) and the Nushell checks."""
         kind = normalise_type(type)
         _check_name(name)
+        wanted = None if version is None else _exact_version(version)
         with self._lock, self._writing():
-            keys = [k for k, e in self._cache.items() if _same(e, kind, name)]
-            if not keys:
-                loaded = ", ".join(self._cache) or "nothing"
-                raise NotLoadedError(
-                    f"{kind} {name} is not loaded, so it cannot be reloaded (loaded: {loaded}); "
-                    f"load it with `provisioning module load {kind} {name}`",
-                    details=[{"reason": "not_loaded", "type": kind, "name": name, "loaded": list(self._cache)}],
-                )
+            every = [e for e in self._cache.values() if _same(e, kind, name)]
+            chosen = [e for e in every if wanted is None or Version.parse(e.metadata.version) == wanted]
+            if not chosen:
+                raise self._not_loaded(kind, name, wanted, every)
             self.policy.check(kind, name)
             for alias in [a for a in self._aliases if a[:2] == (kind, name)]:
                 del self._aliases[alias]
             loaded_now: list[Extension] = []
             checks: list[CheckResult] = []
-            result: LoadResult | None = None
-            for key in keys:
-                version = self._cache[key].metadata.version
-                result = self._load_cold(kind, name, _Spec.parse(version), force=True)
+            reloaded: list[Extension] = []
+            for extension in chosen:  # least recently used first: the last one ends most recently used
+                result = self._load_cold(kind, name, _Spec.parse(extension.metadata.version), force=True)
                 loaded_now.extend(result.loaded)
                 checks.extend(result.checks)
+                reloaded.append(result.extension)
             self.metrics.reloads += 1
-            assert result is not None
-            return replace(result, loaded=tuple(loaded_now), checks=tuple(checks))
+            return replace(
+                result,
+                loaded=tuple(loaded_now),
+                checks=tuple(checks),
+                reloaded=tuple(sorted(reloaded, key=lambda e: Version.parse(e.metadata.version))),
+            )
+
+    def _not_loaded(self, kind: str, name: str, wanted: Version | None, loaded: Sequence[Extension]) -> NotLoadedError:
+        versions = sorted((e.metadata.version for e in loaded), key=Version.parse)
+        if wanted is not None and versions:
+            message = (
+                f"{kind} {name} {wanted} is not loaded, so it cannot be reloaded (loaded versions: "
+                f"{', '.join(versions)}; leave out --version to reload them all)"
+            )
+        else:
+            what = f"{kind} {name}" + (f" {wanted}" if wanted is not None else "")
+            message = (
+                f"{what} is not loaded, so it cannot be reloaded (loaded: {', '.join(self._cache) or 'nothing'}); "
+                f"load it with `provisioning module load {kind} {name}`"
+            )
+        return NotLoadedError(
+            message,
+            details=[
+                {
+                    "reason": "not_loaded",
+                    "type": kind,
+                    "name": name,
+                    "version": None if wanted is None else str(wanted),
+                    "loaded_versions": versions,
+                    "loaded": list(self._cache),
+                }
+            ],
+        )
 
     def is_extension_loaded(self, type: str, name: str) -> bool:
         kind = normalise_type(type)

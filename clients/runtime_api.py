@@ -1,8 +1,12 @@
 """`provisioning runtime serve`: the platform orchestrator's extension API, on loopback only.
 
     GET  /api/v1/extensions/loaded   -> {"success": true, "data": [{metadata, path, loaded_at, source}]}
-    POST /api/v1/extensions/reload   {"extension_type": "taskserv", "name": "kubernetes"}
+    POST /api/v1/extensions/reload   {"extension_type": "taskserv", "name": "kubernetes", "version"?: "1.28.6"}
                                      -> {"success": true, "data": "Extension kubernetes reloaded"}
+
+Several versions of one extension may be loaded at once: a reload without ``version`` reloads every
+loaded version and says which (``"Extension etcd reloaded (3.5.9, 3.5.12)"``); ``version`` reloads
+only that one (404 ``not_found`` listing the loaded versions when it is not loaded).
 
 Every answer is the SPEC envelope; failures are ``{"success": false, "error": {"code", "message",
 "details"}}``: 400 ``bad_request`` (malformed JSON, a missing or wrong field, an unknown type), 403
@@ -241,6 +245,10 @@ class _Handler(BaseHTTPRequestHandler):
             if not isinstance(value, str) or not value.strip():
                 got = "missing" if key not in body else f"{type(value).__name__} {json.dumps(value)[:40]}"
                 problems.append({"path": key, "message": f"{key} must be a non-empty string, not {got}"})
+        version = body.get("version")
+        if version is not None and (not isinstance(version, str) or not version.strip()):
+            got = f"{type(version).__name__} {json.dumps(version)[:40]}"
+            problems.append({"path": "version", "message": f"version, when given, must be a version string, not {got}"})
         if problems:
             raise _Failure(
                 400,
@@ -249,11 +257,11 @@ class _Handler(BaseHTTPRequestHandler):
                 problems,
             )
         kind = normalise_type(body["extension_type"])
-        extension = self.server.manager.reload_extension(kind, body["name"])
+        result = self.server.manager.reload(kind, body["name"], version)
         client = self.server.manager.client
         if client is not None and client.unreachable is not None:
             log.warning("%s: reloaded from the cached index documents and the local store", client.unreachable)
-        self._ok(f"Extension {extension.metadata.name} reloaded")
+        self._ok(result.reload_message())
 
     # --- methods ----------------------------------------------------------------------------------
 

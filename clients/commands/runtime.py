@@ -17,7 +17,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from clients.commands._args import version_or_constraint
+from clients.commands._args import exact_version, version_or_constraint
 
 if TYPE_CHECKING:
     from clients.cli import Commands, Context
@@ -81,15 +81,19 @@ def _report(ctx: Context, result: LoadResult, verb: str) -> None:
         timing = f" ({check.seconds * 1000:.0f} ms)" if check.status != "skipped" else ""
         out.line(f"{check.check} {check.path}: {check.status}{timing}{': ' + first if first else ''}", err=True)
     ext = result.extension
+    roots = result.reloaded or (ext,)
+    keys = {r.key for r in roots}
     for dep in result.loaded:
-        if dep.key != ext.key:
+        if dep.key not in keys:
             meta = dep.metadata
             out.line(f"loaded {meta.extension_type} {meta.name} {meta.version} (dependency, {dep.source}): {dep.path}")
-    meta = ext.metadata
     if result.cached:
+        meta = ext.metadata
         out.line(f"{meta.extension_type} {meta.name} {meta.version} is already loaded ({ext.source}): {ext.path}")
-    else:
-        out.line(f"{verb} {meta.extension_type} {meta.name} {meta.version} ({ext.source}): {ext.path}")
+        return
+    for root in roots:
+        meta = root.metadata
+        out.line(f"{verb} {meta.extension_type} {meta.name} {meta.version} ({root.source}): {root.path}")
 
 
 def _cmd_discover(args: argparse.Namespace, ctx: Context) -> int:
@@ -168,12 +172,9 @@ def _cmd_list(args: argparse.Namespace, ctx: Context) -> int:
 
 def _cmd_reload(args: argparse.Namespace, ctx: Context) -> int:
     with _manager(args, ctx, registry=True) as manager:
-        result = manager.reload(args.type, args.name)
+        result = manager.reload(args.type, args.name, args.version)
         fell_back = _fell_back(manager)
-    ext = result.extension
-    ctx.out.success(
-        {"message": f"Extension {ext.metadata.name} reloaded", **result.to_dict(), "registry_unreachable": fell_back}
-    )
+    ctx.out.success({"message": result.reload_message(), **result.to_dict(), "registry_unreachable": fell_back})
     if fell_back:
         ctx.out.warn(fell_back)
     _report(ctx, result, "reloaded")
@@ -247,9 +248,21 @@ def register(cli: Commands) -> None:
 
     cli.leaf("module", "list", _cmd_list, "the extensions loaded in the runtime")
 
-    p = cli.leaf("module", "reload", _cmd_reload, "read a loaded extension again")
+    p = cli.leaf(
+        "module",
+        "reload",
+        _cmd_reload,
+        "read a loaded extension again: every loaded version of it, or the one --version names",
+    )
     p.add_argument("type", metavar="TYPE", help=TYPES_HELP)
     p.add_argument("name", metavar="NAME", help="extension name")
+    p.add_argument(
+        "--version",
+        type=exact_version,
+        metavar="VERSION",
+        default=None,
+        help="reload only this loaded version (default: every loaded version of NAME)",
+    )
     _runtime_option(p)
     _offline_option(p)
 

@@ -251,6 +251,40 @@ def test_reloading_an_extension_that_is_not_loaded_is_refused(tmp_path: Path, ma
     assert "module load taskserv aa" in caught.value.message
 
 
+def test_reload_of_an_extension_loaded_in_two_versions_reloads_each_or_the_one_asked_for(
+    tmp_path: Path, manager_for: Factory
+) -> None:
+    exts = tmp_path / "exts"
+    make_ext(exts, "chrony", "4.5.0")
+    make_ext(exts, "chrony", "4.5.2")
+    manager = manager_for(exts)
+    manager.load_extension("taskserv", "chrony", "4.5.2")
+    old = manager.load_extension("taskserv", "chrony", "4.5.0")
+    assert keys(manager) == ["taskserv:chrony:4.5.2", "taskserv:chrony:4.5.0"]
+
+    both = manager.reload("taskserv", "chrony")
+    assert [e.key for e in both.reloaded] == ["taskserv:chrony:4.5.0", "taskserv:chrony:4.5.2"]
+    assert both.reload_message() == "Extension chrony reloaded (4.5.0, 4.5.2)"
+    assert both.extension.key == "taskserv:chrony:4.5.0"  # the most recently used one
+    assert all(e.loaded_at > old.loaded_at for e in both.reloaded)
+    assert manager.metrics.reloads == 1
+
+    one = manager.reload("taskserv", "chrony", "4.5.2")
+    assert [e.key for e in one.reloaded] == ["taskserv:chrony:4.5.2"]
+    assert one.reload_message() == "Extension chrony reloaded"
+    assert manager.reload_extension("taskserv", "chrony", "=4.5.0").metadata.version == "4.5.0"
+
+    with pytest.raises(NotLoadedError) as caught:
+        manager.reload("taskserv", "chrony", "4.5.1")
+    assert caught.value.message == (
+        "taskserv chrony 4.5.1 is not loaded, so it cannot be reloaded "
+        "(loaded versions: 4.5.0, 4.5.2; leave out --version to reload them all)"
+    )
+    assert caught.value.details[0]["loaded_versions"] == ["4.5.0", "4.5.2"]
+    with pytest.raises(UsageError, match="version '\\^4' is not a version"):
+        manager.reload("taskserv", "chrony", "^4")
+
+
 def test_clear_cache_forgets_every_extension(tmp_path: Path, manager_for: Factory) -> None:
     exts = tmp_path / "exts"
     make_ext(exts, "aa")

@@ -217,6 +217,33 @@ def test_module_list_in_a_new_process_shows_what_module_load_loaded(
     assert data[0]["loaded_at"] == json.loads(load.stdout)["data"]["extension"]["loaded_at"]
 
 
+def test_reload_of_an_extension_loaded_in_two_versions_reports_each(
+    capsys: Capsys, cli_args: list[str], tmp_path: Path
+) -> None:
+    for version in ("3.5.9", "3.5.12"):
+        assert run(capsys, *cli_args, "module", "load", "taskserv", "etcd", "--version", version).code == 0
+    trees = tmp_path / "home" / "store" / "trees" / "taskserv" / "etcd"
+    both = run(capsys, *cli_args, "module", "reload", "taskserv", "etcd")
+    assert both.code == 0, both.err
+    assert both.out == (
+        f"reloaded taskserv etcd 3.5.9 (registry): {trees / '3.5.9'}\n"
+        f"reloaded taskserv etcd 3.5.12 (registry): {trees / '3.5.12'}\n"
+    )
+    data = envelope(run(capsys, *cli_args, "module", "reload", "taskserv", "etcd", "--output", "json"))
+    assert data["message"] == "Extension etcd reloaded (3.5.9, 3.5.12)"
+    assert data["reloaded"] == ["taskserv:etcd:3.5.9", "taskserv:etcd:3.5.12"]
+    one = run(capsys, *cli_args, "module", "reload", "taskserv", "etcd", "--version", "3.5.12")
+    assert one.out == f"reloaded taskserv etcd 3.5.12 (registry): {trees / '3.5.12'}\n"
+    missing = run(capsys, *cli_args, "module", "reload", "taskserv", "etcd", "--version", "3.5.1")
+    assert missing.code == 1
+    assert missing.err == (
+        "error: taskserv etcd 3.5.1 is not loaded, so it cannot be reloaded "
+        "(loaded versions: 3.5.9, 3.5.12; leave out --version to reload them all)\n"
+    )
+    bad = run(capsys, *cli_args, "module", "reload", "taskserv", "etcd", "--version", "^3")
+    assert bad.code == 2 and bad.err.startswith("error: argument --version: '^3' is not a version")
+
+
 def test_reload_of_an_extension_that_is_not_loaded_fails_with_the_envelope(capsys: Capsys, cli_args: list[str]) -> None:
     error = envelope(run(capsys, *cli_args, "module", "reload", "taskserv", "redis", "--output", "json"), success=False)
     assert error["code"] == "not_found"

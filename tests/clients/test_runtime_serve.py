@@ -182,6 +182,35 @@ def test_bad_requests_get_the_error_envelope(served: Served) -> None:
     assert status == 200
 
 
+def test_reload_of_two_loaded_versions_reloads_both_or_the_one_named(
+    served: Served, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["--registry", served.registry, "--home", served.home, "module", "load", "taskserv", "etcd"]
+    for version in ("3.5.9", "3.5.12"):
+        assert run(capsys, *base, "--version", version).code == 0
+    status, _, before = served.request("GET", "/api/v1/extensions/loaded")
+    stamps = {i["metadata"]["version"]: i["loaded_at"] for i in before["data"]}
+    assert set(stamps) == {"3.5.9", "3.5.12"}
+
+    status, _, body = served.reload({"extension_type": "taskserv", "name": "etcd"})
+    assert (status, body) == (200, {"success": True, "data": "Extension etcd reloaded (3.5.9, 3.5.12)"})
+    _, _, both = served.request("GET", "/api/v1/extensions/loaded")
+    after = {i["metadata"]["version"]: i["loaded_at"] for i in both["data"]}
+    assert all(after[v] > stamps[v] for v in stamps)
+
+    status, _, body = served.reload({"extension_type": "taskserv", "name": "etcd", "version": "3.5.9"})
+    assert (status, body) == (200, {"success": True, "data": "Extension etcd reloaded"})
+    _, _, one = served.request("GET", "/api/v1/extensions/loaded")
+    now = {i["metadata"]["version"]: i["loaded_at"] for i in one["data"]}
+    assert now["3.5.9"] > after["3.5.9"] and now["3.5.12"] == after["3.5.12"]
+
+    error = error_of(*served.reload({"extension_type": "taskserv", "name": "etcd", "version": "3.5.1"})[::2], 404,
+                     "not_found")  # fmt: skip
+    assert "loaded versions: 3.5.9, 3.5.12" in error["message"]
+    error_of(*served.reload({"extension_type": "taskserv", "name": "etcd", "version": 3})[::2], 400, "bad_request")
+    error_of(*served.reload({"extension_type": "taskserv", "name": "etcd", "version": "^3"})[::2], 400, "bad_request")
+
+
 def test_a_reload_the_policy_refuses_is_forbidden(
     examples_registry: LiveRegistry, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
