@@ -622,6 +622,17 @@ class _LocalIndex:
         return names
 
 
+def _misplaced(dirs: Sequence[Path], kind: str, name: str) -> Path | None:
+    """An extension put straight into a discovery directory (``{dir}/{name}/extension.toml``, or with a
+    version directory), which is not searched: ``{dir}/{name}``, so that the error can say where it goes."""
+    for directory in dirs:
+        base = directory / name
+        with contextlib.suppress(OSError):
+            if (base / "extension.toml").is_file() or any(base.glob("*/extension.toml")):
+                return base
+    return None
+
+
 def _dedupe(candidates: Iterator[Candidate] | Sequence[Candidate]) -> list[Candidate]:
     seen: dict[Version, Candidate] = {}
     for candidate in candidates:
@@ -988,6 +999,12 @@ class ExtensionManager:
             if not suggestions:
                 suggestions = difflib.get_close_matches(name, sources.names(), n=3, cutoff=0.7)
             hint = f"; did you mean {' or '.join(repr(s) for s in suggestions)}?" if suggestions else ""
+            misplaced = _misplaced(self.search_paths, kind, name)
+            if misplaced is not None:  # far likelier what was meant than a close name
+                hint = (
+                    f"; {misplaced / 'extension.toml'} is not looked at: an installed {kind} lives in "
+                    f"{misplaced.parent / f'{kind}s' / name}/ (or .../{name}/VERSION/)"
+                )
             where = "the discovery directories" + (" or the registry" if self.client is not None else "")
             return ExtensionNotFoundError(
                 f"{kind} {name} not found in {where}{hint}",
@@ -999,6 +1016,7 @@ class ExtensionManager:
                         "name": name,
                         "suggestions": suggestions,
                         "searched": [str(p) for p in self.search_paths],
+                        "misplaced": None if misplaced is None else str(misplaced),
                     }
                 ],
             )

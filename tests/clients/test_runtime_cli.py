@@ -426,3 +426,38 @@ def test_load_and_reload_fall_back_to_the_store_and_cache_when_the_registry_is_d
     # taskserv create has it, and says so.
     create = run(capsys, *base, "taskserv", "create", "etcd", "--infra", str(tmp_path / "infra"))
     assert "--offline works from the local store and cache" in create.err
+
+
+# --- discovery directories ----------------------------------------------------------------------------
+
+
+def _local_extension(root: Path, name: str, version: str) -> Path:
+    root.mkdir(parents=True)
+    (root / "extension.toml").write_text(
+        f'[extension]\nname = "{name}"\nversion = "{version}"\ndescription = "installed by hand"\n'
+        f'type = "taskserv"\n\n[provides]\ntaskservs = ["{name}"]\n',
+        encoding="utf-8",
+    )
+    return root
+
+
+def test_the_documented_discovery_layouts_load_and_a_flat_one_is_pointed_out(
+    capsys: Capsys, cli_args: list[str], tmp_path: Path
+) -> None:
+    found = Path.cwd() / ".provisioning" / "extensions"
+    one = _local_extension(found / "taskservs" / "chrony-local", "chrony-local", "4.5.0")
+    loaded = run(capsys, *cli_args, "module", "load", "taskserv", "chrony-local")
+    assert loaded.code == 0, loaded.err
+    assert loaded.out == f"loaded taskserv chrony-local 4.5.0 (local): {one}\n"
+    side = _local_extension(found / "taskservs" / "ntp-local" / "1.0.0", "ntp-local", "1.0.0")
+    loaded = run(capsys, *cli_args, "module", "load", "taskserv", "ntp-local")
+    assert loaded.out == f"loaded taskserv ntp-local 1.0.0 (local): {side}\n"
+
+    flat = _local_extension(found / "flat-local", "flat-local", "1.0.0")
+    missing = run(capsys, *cli_args, "module", "load", "taskserv", "flat-local")
+    assert missing.code == 1
+    assert missing.err == (
+        "error: taskserv flat-local not found in the discovery directories or the registry; "
+        f"{flat / 'extension.toml'} is not looked at: an installed taskserv lives in "
+        f"{found / 'taskservs' / 'flat-local'}/ (or .../flat-local/VERSION/)\n"
+    )
