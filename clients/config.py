@@ -84,6 +84,10 @@ def store_credentials(config: Config, *, registry: str, token: str) -> Path:
 def forget_credentials(config: Config) -> bool:
     try:
         config.credentials_path.unlink()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return False
+    except OSError as exc:
+        raise ClientError(
+            f"cannot remove {config.credentials_path}: {os_error_message(exc, about=config.credentials_path)}"
+        ) from None
     return True

@@ -286,3 +286,8 @@ def test_error_details_print_only_what_the_message_does_not_say() -> None:
         "  - aws: extensions/providers/aws/README.md was changed",
         "  - extension.name: must be lower-case",
     ]
+
+
+def test_logout_with_a_home_that_is_a_file_has_nothing_to_forget(capsys: Capsys, a_file: Path) -> None:
+    result = run(capsys, "--home", a_file, "registry", "logout")
+    assert (result.code, result.out) == (0, f"not logged in: {a_file / 'credentials.toml'} does not exist\n")
