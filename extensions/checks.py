@@ -273,6 +273,23 @@ class _CheckFailed(Exception):
     pass
 
 
+# Hostile content the parsers refuse with a Python exception of their own rather than a syntax
+# error: nesting deeper than the interpreter's recursion limit (RecursionError) and integer
+# literals longer than its int/str conversion limit (ValueError). Both are the author's error.
+_TOO_DEEP = "nested too deeply"
+_DEPTH_HINT = "within a few hundred levels"
+
+
+def _is_digit_limit(exc: ValueError) -> bool:
+    return "integer string conversion" in str(exc)
+
+
+def _too_many_digits() -> str:
+    return (
+        f"holds a number thousands of digits long (an integer may have at most {sys.get_int_max_str_digits()} digits)"
+    )
+
+
 def _check_toml(path: Path) -> str:
     try:
         tomllib.loads(path.read_text(encoding="utf-8"))
@@ -280,6 +297,12 @@ def _check_toml(path: Path) -> str:
         raise _CheckFailed(f"not UTF-8 text ({exc.reason}); TOML files must be UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise _CheckFailed(f"invalid TOML: {exc}") from None
+    except RecursionError:
+        raise _CheckFailed(f"invalid TOML: {_TOO_DEEP} (keep arrays and inline tables {_DEPTH_HINT})") from None
+    except ValueError as exc:
+        if not _is_digit_limit(exc):
+            raise
+        raise _CheckFailed(f"invalid TOML: {_too_many_digits()}") from None
     return ""
 
 
@@ -290,6 +313,12 @@ def _check_json(path: Path) -> str:
         raise _CheckFailed(f"not UTF-8 text ({exc.reason}); JSON files must be UTF-8") from None
     except json.JSONDecodeError as exc:
         raise _CheckFailed(f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise _CheckFailed(f"invalid JSON: {_TOO_DEEP} (keep arrays and objects {_DEPTH_HINT})") from None
+    except ValueError as exc:
+        if not _is_digit_limit(exc):
+            raise
+        raise _CheckFailed(f"invalid JSON: {_too_many_digits()}") from None
     return ""
 
 
@@ -307,6 +336,21 @@ def _check_jinja(path: Path) -> str:
         env.from_string(text)
     except jinja2.TemplateSyntaxError as exc:
         raise _CheckFailed(f"invalid Jinja2 template at line {exc.lineno}: {exc.message}") from None
+    except RecursionError:
+        raise _CheckFailed(
+            f"invalid Jinja2 template: {_TOO_DEEP} (keep expressions and blocks {_DEPTH_HINT})"
+        ) from None
+    except SyntaxError as exc:
+        # Python refused the code Jinja2 generated: blocks nested deeper than it allows (too many
+        # statically nested blocks, or levels of indentation).
+        raise _CheckFailed(
+            f"invalid Jinja2 template: its blocks are {_TOO_DEEP} to compile ({exc.msg}); nest fewer "
+            "for, if, macro and other blocks inside each other"
+        ) from None
+    except ValueError as exc:
+        if not _is_digit_limit(exc):
+            raise
+        raise _CheckFailed(f"invalid Jinja2 template: {_too_many_digits()}") from None
     return ""
 
 

@@ -223,3 +223,95 @@ def test_a_provisioning_nu_that_is_not_an_executable_is_named(tmp_path: Path, mo
     )
     assert _by_path(run_content_checks(tmp_path, kcl=False))[("nushell", "nulib/a.nu")].message == expected
     assert [r.message for r in run_extension_tests(tmp_path).results] == [expected]
+
+
+# --- hostile content: a failed check, never a crash of the caller (the registry's build) --------------
+
+
+@pytest.mark.parametrize(
+    ("rel", "text", "check", "expected"),
+    [
+        (
+            "deep.json",
+            "[" * 100_000 + "]" * 100_000,
+            "json",
+            "invalid JSON: nested too deeply (keep arrays and objects within a few hundred levels)",
+        ),
+        (
+            "deep.toml",
+            "a = " + "[" * 100_000 + "]" * 100_000 + "\n",
+            "toml",
+            "invalid TOML: nested too deeply (keep arrays and inline tables within a few hundred levels)",
+        ),
+        (
+            "deep.j2",
+            "{{ " + "(" * 100_000 + "1" + ")" * 100_000 + " }}",
+            "jinja2",
+            "invalid Jinja2 template: nested too deeply (keep expressions and blocks within a few hundred levels)",
+        ),
+        (
+            "chain.j2",
+            "{{ x" + " | upper" * 50_000 + " }}",
+            "jinja2",
+            "invalid Jinja2 template: nested too deeply (keep expressions and blocks within a few hundred levels)",
+        ),
+        (
+            "loops.j2",
+            "{% for a in x %}" * 30 + "{% endfor %}" * 30,
+            "jinja2",
+            "invalid Jinja2 template: its blocks are nested too deeply to compile (too many statically nested "
+            "blocks); nest fewer for, if, macro and other blocks inside each other",
+        ),
+        (
+            "big.json",
+            '{"n": ' + "1" * 5000 + "}",
+            "json",
+            "invalid JSON: holds a number thousands of digits long (an integer may have at most 4300 digits)",
+        ),
+        (
+            "big.toml",
+            "n = " + "1" * 5000 + "\n",
+            "toml",
+            "invalid TOML: holds a number thousands of digits long (an integer may have at most 4300 digits)",
+        ),
+        (
+            "big.j2",
+            "{{ " + "1" * 5000 + " }}",
+            "jinja2",
+            "invalid Jinja2 template: holds a number thousands of digits long (an integer may have at most 4300 "
+            "digits)",
+        ),
+    ],
+    ids=[
+        "deep-json",
+        "deep-toml",
+        "deep-j2",
+        "long-filter-chain-j2",
+        "nested-loops-j2",
+        "long-int-json",
+        "long-int-toml",
+        "long-int-j2",
+    ],
+)
+def test_hostile_content_is_a_failed_check_with_a_clear_message(
+    tmp_path: Path, rel: str, text: str, check: str, expected: str
+) -> None:
+    _write(tmp_path, rel, text)
+    _write(tmp_path, "fine.json", '{"a": 1}')
+    report = run_content_checks(tmp_path, kcl=False)
+    result = _by_path(report)[(check, rel)]
+    assert (result.status, result.message) == ("failed", expected)
+    assert not report.ok
+    assert _by_path(report)[("json", "fine.json")].status == "passed"  # the other checks still ran
+
+
+def test_content_just_inside_the_limits_passes(tmp_path: Path) -> None:
+    _write(tmp_path, "nested.json", "[" * 200 + "]" * 200)
+    _write(tmp_path, "number.toml", "n = " + "9" * 4300 + "\n")
+    _write(tmp_path, "loops.j2", "{% for a in x %}" * 5 + "{{ a }}" + "{% endfor %}" * 5)
+    report = run_content_checks(tmp_path, kcl=False)
+    assert [(r.path, r.status) for r in report.results] == [
+        ("number.toml", "passed"),
+        ("nested.json", "passed"),
+        ("loops.j2", "passed"),
+    ]
