@@ -290,6 +290,40 @@ def _too_many_digits() -> str:
     )
 
 
+@dataclass(frozen=True)
+class _Budget:
+    """The time the content checks may take: until ``deadline`` (a `time.monotonic` instant), or
+    unbounded when it is None. ``seconds`` is what was left when the checks began."""
+
+    deadline: float | None
+    seconds: float = 0.0
+
+    @classmethod
+    def until(cls, deadline: float | None) -> _Budget:
+        return cls(deadline, max(0.0, deadline - time.monotonic()) if deadline is not None else 0.0)
+
+    def expired(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
+
+    def timeout(self, limit: float) -> tuple[float, bool]:
+        """A tool's timeout: ``limit``, or what is left of the budget when that is less (and
+        whether the budget is what limits it)."""
+        if self.deadline is None:
+            return limit, False
+        left = max(0.0, self.deadline - time.monotonic())
+        return (left, True) if left < limit else (limit, False)
+
+    def shown(self) -> str:
+        seconds = self.seconds
+        return f"{seconds:.0f}" if seconds >= 10 else f"{seconds:.1f}".removesuffix(".0")
+
+    def out_of_time(self) -> str:
+        return f"the content checks ran out of time ({self.shown()} s budget)"
+
+
+_UNBOUNDED = _Budget(None)
+
+
 def _check_toml(path: Path) -> str:
     try:
         tomllib.loads(path.read_text(encoding="utf-8"))
@@ -361,16 +395,21 @@ def _offset_to_line_col(data: bytes, offset: int) -> tuple[int, int]:
     return line, offset - start + 1
 
 
-def _check_nu(path: Path, nu: str) -> str:
+def _check_nu(path: Path, nu: str, budget: _Budget = _UNBOUNDED) -> str:
+    timeout, by_budget = budget.timeout(_TOOL_TIMEOUT)
+    if by_budget and timeout <= 0:
+        raise _CheckFailed(f"not run: {budget.out_of_time()}")
     try:
         proc = subprocess.run(
             [nu, "--no-config-file", "--ide-check", "100", str(path)],
             capture_output=True,
-            timeout=_TOOL_TIMEOUT,
+            timeout=timeout,
             cwd=path.parent,
             env=_tool_env(),
         )
     except subprocess.TimeoutExpired:
+        if by_budget:
+            raise _CheckFailed(f"Nushell did not finish parsing: {budget.out_of_time()}") from None
         raise _CheckFailed(f"Nushell did not finish parsing within {_TOOL_TIMEOUT:.0f} s") from None
     data = path.read_bytes()
     errors = []
@@ -404,17 +443,22 @@ def _private_home() -> str:
     return tempfile.mkdtemp(prefix="provisioning-tools-")
 
 
-def _check_kcl_dir(directory: Path, files: list[Path], root: Path | None = None) -> str:
+def _check_kcl_dir(directory: Path, files: list[Path], root: Path | None = None, budget: _Budget = _UNBOUNDED) -> str:
     """Compile all ``.k`` files of one directory (one KCL package) together, in a child process."""
+    timeout, by_budget = budget.timeout(_TOOL_TIMEOUT)
+    if by_budget and timeout <= 0:
+        raise _CheckFailed(f"not run: {budget.out_of_time()}")
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "extensions._kcl_compile", str(directory), *[f.name for f in files]],
             capture_output=True,
-            timeout=_TOOL_TIMEOUT,
+            timeout=timeout,
             cwd=directory,
             env={**_tool_env(), "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
         )
     except subprocess.TimeoutExpired:
+        if by_budget:
+            raise _CheckFailed(f"KCL did not finish compiling: {budget.out_of_time()}") from None
         raise _CheckFailed(f"KCL did not finish compiling within {_TOOL_TIMEOUT:.0f} s") from None
     if proc.returncode != 0:
         output = proc.stdout.decode("utf-8", "replace") or proc.stderr.decode("utf-8", "replace")
@@ -422,16 +466,24 @@ def _check_kcl_dir(directory: Path, files: list[Path], root: Path | None = None)
     return ""
 
 
-def run_content_checks(root: Path, *, nu: str | None = None, kcl: bool | None = None) -> CheckReport:
+def run_content_checks(
+    root: Path, *, nu: str | None = None, kcl: bool | None = None, deadline: float | None = None
+) -> CheckReport:
     """Check every `.toml`, `.json`, `.j2`, `.k` and `.nu` file under root.
 
     ``nu`` defaults to :func:`find_nu`; ``kcl`` defaults to whether kcl-lib imports. Checks that
     cannot run are reported as skipped, with the reason.
+
+    ``deadline`` (a `time.monotonic` instant) bounds the run: once it has passed, no check starts
+    (no tool process either) and every remaining one is ``failed`` with ``not run: the content
+    checks ran out of time (N s budget)``; a tool's timeout never reaches past it.
     """
     root = Path(root).resolve()
+    budget = _Budget.until(deadline)
     nu = nu if nu is not None else find_nu()
     kcl = kcl_available() if kcl is None else kcl
-    report = CheckReport()
+    # Every check, in order: (check, path, what runs it) or (check, path, the skip reason).
+    planned: list[tuple[str, str, Callable[[], str] | str]] = []
     parsers: tuple[tuple[str, str, Callable[[Path], str]], ...] = (
         ("toml", ".toml", _check_toml),
         ("json", ".json", _check_json),
@@ -439,24 +491,31 @@ def run_content_checks(root: Path, *, nu: str | None = None, kcl: bool | None = 
     )
     for check, suffix, parse in parsers:
         for path in _files(root, suffix):
-            report.results.append(_timed(check, _rel(root, path), partial(parse, path)))
+            planned.append((check, _rel(root, path), partial(parse, path)))
     kcl_dirs: dict[Path, list[Path]] = {}
     for path in _files(root, ".k"):
         kcl_dirs.setdefault(path.parent, []).append(path)
     for directory, files in sorted(kcl_dirs.items()):
         rel = _rel(root, directory) if directory != root else "."
-        if not kcl:
-            report.results.append(CheckResult("kcl", rel, "skipped", "KCL (kcl-lib) is not installed"))
-            continue
-        report.results.append(_timed("kcl", rel, partial(_check_kcl_dir, directory, files, root)))
+        run: Callable[[], str] | str = (
+            partial(_check_kcl_dir, directory, files, root, budget) if kcl else "KCL (kcl-lib) is not installed"
+        )
+        planned.append(("kcl", rel, run))
     for path in _files(root, ".nu"):
         rel = _rel(root, path)
         if rel.startswith("tests/"):
             continue  # the extension's own tests run in run_extension_tests
-        if nu is None:
-            report.results.append(CheckResult("nushell", rel, "skipped", nu_unavailable_reason()))
-            continue
-        report.results.append(_timed("nushell", rel, partial(_check_nu, path, nu)))
+        planned.append(
+            ("nushell", rel, partial(_check_nu, path, nu, budget) if nu is not None else nu_unavailable_reason())
+        )
+    report = CheckReport()
+    for check, rel, run in planned:
+        if budget.expired():
+            report.results.append(CheckResult(check, rel, "failed", f"not run: {budget.out_of_time()}"))
+        elif isinstance(run, str):
+            report.results.append(CheckResult(check, rel, "skipped", run))
+        else:
+            report.results.append(_timed(check, rel, run))
     return report
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -315,3 +316,73 @@ def test_content_just_inside_the_limits_passes(tmp_path: Path) -> None:
         ("nested.json", "passed"),
         ("loops.j2", "passed"),
     ]
+
+
+# --- the time budget (deadline) -------------------------------------------------------------------
+
+
+def _fake_nu(tmp_path: Path, *, sleep: float = 0) -> tuple[str, Path]:
+    """A stand-in for nu that records each run in a file (then sleeps, when asked)."""
+    calls = tmp_path / "nu-calls.txt"
+    script = tmp_path / "bin" / "nu"
+    script.parent.mkdir()
+    script.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n' + (f"exec sleep {sleep}\n" if sleep else ""))
+    script.chmod(0o755)
+    return str(script), calls
+
+
+def _runs(calls: Path) -> int:
+    return len(calls.read_text().splitlines()) if calls.exists() else 0
+
+
+def test_past_its_deadline_no_check_runs_and_each_is_failed_as_not_run(tmp_path: Path) -> None:
+    root = tmp_path / "ext"
+    _write(root, "extension.toml", 'a = "x"\n')
+    _write(root, "schemas/b.json", "{}")
+    _write(root, "templates/c.j2", "{{ x }}")
+    _write(root, "kcl/d.k", "x = 1\n")
+    _write(root, "nulib/e.nu", "export def f [] { 1 }\n")
+    nu, calls = _fake_nu(tmp_path)
+
+    report = run_content_checks(root, nu=nu, kcl=True, deadline=time.monotonic() - 1)
+    message = "not run: the content checks ran out of time (0 s budget)"
+    assert [(r.check, r.path, r.status, r.message) for r in report.results] == [
+        ("toml", "extension.toml", "failed", message),
+        ("json", "schemas/b.json", "failed", message),
+        ("jinja2", "templates/c.j2", "failed", message),
+        ("kcl", "kcl", "failed", message),
+        ("nushell", "nulib/e.nu", "failed", message),
+    ]
+    assert not report.ok
+    assert _runs(calls) == 0  # no tool was started
+
+    # With time left, the same tree is checked as without a deadline.
+    within = run_content_checks(root, nu=nu, kcl=False, deadline=time.monotonic() + 600)
+    assert [(r.check, r.status) for r in within.results] == [
+        ("toml", "passed"),
+        ("json", "passed"),
+        ("jinja2", "passed"),
+        ("kcl", "skipped"),
+        ("nushell", "passed"),
+    ]
+    assert _runs(calls) == 1
+
+
+def test_a_tool_running_at_the_deadline_is_stopped_and_the_rest_are_not_run(tmp_path: Path) -> None:
+    root = tmp_path / "ext"
+    _write(root, "extension.toml", 'a = "x"\n')
+    _write(root, "nulib/a.nu", "export def f [] { 1 }\n")
+    _write(root, "nulib/b.nu", "export def g [] { 2 }\n")
+    nu, calls = _fake_nu(tmp_path, sleep=60)  # longer than the budget, shorter than the tool timeout would wait
+
+    started = time.monotonic()
+    report = run_content_checks(root, nu=nu, kcl=False, deadline=started + 1.04)
+    elapsed = time.monotonic() - started
+    out_of_time = "the content checks ran out of time (1 s budget)"
+    assert [(r.check, r.path, r.status, r.message) for r in report.results] == [
+        ("toml", "extension.toml", "passed", ""),
+        ("nushell", "nulib/a.nu", "failed", f"Nushell did not finish parsing: {out_of_time}"),
+        ("nushell", "nulib/b.nu", "failed", f"not run: {out_of_time}"),
+    ]
+    assert 1.0 <= elapsed < 10  # the tool's timeout was the budget's remainder, not 60 s
+    assert _runs(calls) == 1
