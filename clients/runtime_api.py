@@ -12,8 +12,8 @@ Every answer is the SPEC envelope; failures are ``{"success": false, "error": {"
 "details"}}``: 400 ``bad_request`` (malformed JSON, a missing or wrong field, an unknown type), 403
 ``forbidden`` (the runtime's policy, or a Host header that is not loopback), 404 ``not_found`` (an
 unknown path, or an extension that is not loaded), 405 (another method; ``Allow`` says which), 413
-(a body over 64 KiB), 415 (a POST that is not ``application/json``), 422 (an integrity or check
-failure), 503 ``registry_unavailable``.
+(a body over 64 KiB), 415 ``unsupported_media_type`` (a POST that is not ``application/json``), 422
+(an integrity or check failure), 503 ``registry_unavailable``.
 
 The server binds 127.0.0.1 and nothing else. Requests whose ``Host`` is not a loopback name are
 refused (a web page cannot reach it through DNS rebinding), and a POST must be
@@ -206,7 +206,7 @@ class _Handler(BaseHTTPRequestHandler):
         if content_type != "application/json":
             raise _Failure(
                 415,
-                "bad_request",
+                "unsupported_media_type",
                 f"Content-Type {content_type or 'missing'!r} is not accepted: send application/json",
                 [{"path": "Content-Type"}],
             )

@@ -161,7 +161,7 @@ def test_bad_requests_get_the_error_envelope(served: Served) -> None:
     assert error["details"][0]["reason"] == "not_loaded"
 
     status, _, body = served.request("POST", "/api/v1/extensions/reload", b"{}", {"Content-Type": "text/plain"})
-    error_of(status, body, 415, "bad_request")
+    error_of(status, body, 415, "unsupported_media_type")  # the registry's code (docs/api.md)
     status, _, body = served.request(
         "POST", "/api/v1/extensions/reload", b"x" * 70_000, {"Content-Type": "application/json"}
     )
