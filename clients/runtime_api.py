@@ -13,7 +13,8 @@ Every answer is the SPEC envelope; failures are ``{"success": false, "error": {"
 ``forbidden`` (the runtime's policy, or a Host header that is not loopback), 404 ``not_found`` (an
 unknown path, or an extension that is not loaded), 405 (another method; ``Allow`` says which), 413
 (a body over 64 KiB), 415 ``unsupported_media_type`` (a POST that is not ``application/json``), 422
-(an integrity or check failure), 503 ``registry_unavailable``.
+(an integrity or check failure), 503 ``registry_unavailable``. A body nested too deeply or holding
+an integer thousands of digits long is a 400, like any other JSON the runtime cannot read.
 
 The server binds 127.0.0.1 and nothing else. Requests whose ``Host`` is not a loopback name are
 refused (a web page cannot reach it through DNS rebinding), and a POST must be
@@ -108,6 +109,14 @@ def _status_of(error: ClientError) -> tuple[int, str]:
     if error.code == "not_found":
         return 404, error.code
     return 422, error.code
+
+
+def _preview(value: Any) -> str:
+    """The start of a JSON value, for a message (a value nested deeper than json.dumps can go is …)."""
+    try:
+        return json.dumps(value)[:40]
+    except (RecursionError, ValueError):
+        return "…"
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -223,12 +232,19 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             return json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise _Failure(
-                400,
-                "bad_request",
-                f'the body is not JSON ({exc}): send {{"extension_type": "taskserv", "name": "NAME"}}',
-                [{"path": "body"}],
-            ) from None
+            why = str(exc)
+        except RecursionError:
+            why = "it is nested too deeply"
+        except ValueError as exc:  # an integer literal over the int/str conversion limit
+            if "integer string conversion" not in str(exc):
+                raise
+            why = "it holds a number thousands of digits long"
+        raise _Failure(
+            400,
+            "bad_request",
+            f'the body is not JSON the runtime can read ({why}): send {{"extension_type": "taskserv", "name": "NAME"}}',
+            [{"path": "body"}],
+        )
 
     def _reload(self) -> None:
         body = self._body()
@@ -243,11 +259,11 @@ class _Handler(BaseHTTPRequestHandler):
         for key in ("extension_type", "name"):
             value = body.get(key)
             if not isinstance(value, str) or not value.strip():
-                got = "missing" if key not in body else f"{type(value).__name__} {json.dumps(value)[:40]}"
+                got = "missing" if key not in body else f"{type(value).__name__} {_preview(value)}"
                 problems.append({"path": key, "message": f"{key} must be a non-empty string, not {got}"})
         version = body.get("version")
         if version is not None and (not isinstance(version, str) or not version.strip()):
-            got = f"{type(version).__name__} {json.dumps(version)[:40]}"
+            got = f"{type(version).__name__} {_preview(version)}"
             problems.append({"path": "version", "message": f"version, when given, must be a version string, not {got}"})
         if problems:
             raise _Failure(

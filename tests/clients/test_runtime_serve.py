@@ -182,6 +182,33 @@ def test_bad_requests_get_the_error_envelope(served: Served) -> None:
     assert status == 200
 
 
+def test_a_body_nested_too_deeply_or_holding_a_huge_number_is_a_400_not_a_crash(served: Served) -> None:
+    json_type = {"Content-Type": "application/json"}
+    reload = "/api/v1/extensions/reload"
+    hint = 'send {"extension_type": "taskserv", "name": "NAME"}'
+    deep = b"[" * 30_000 + b"]" * 30_000  # within the 64 KiB cap
+    error = error_of(*served.request("POST", reload, deep, json_type)[::2], 400, "bad_request")
+    assert error == {
+        "code": "bad_request",
+        "message": f"the body is not JSON the runtime can read (it is nested too deeply): {hint}",
+        "details": [{"path": "body"}],
+    }
+    deep_field = b'{"extension_type": "taskserv", "name": ' + b"[" * 5_000 + b"]" * 5_000 + b"}"
+    error = error_of(*served.request("POST", reload, deep_field, json_type)[::2], 400, "bad_request")
+    assert error["message"] == f"the body is not JSON the runtime can read (it is nested too deeply): {hint}"
+    huge = b'{"extension_type": "taskserv", "name": ' + b"1" * 5_000 + b"}"
+    error = error_of(*served.request("POST", reload, huge, json_type)[::2], 400, "bad_request")
+    assert error["message"] == (
+        f"the body is not JSON the runtime can read (it holds a number thousands of digits long): {hint}"
+    )
+    # Deeper still is over the body cap, refused before it is read.
+    error = error_of(*served.request("POST", reload, b"[" * 100_000, json_type)[::2], 413, "bad_request")
+    assert error["message"] == "the body is 100000 bytes: at most 65536 are allowed"
+    # The runtime goes on answering.
+    status, _, body = served.request("GET", "/api/v1/extensions/loaded")
+    assert (status, body) == (200, {"success": True, "data": []})
+
+
 def test_reload_of_two_loaded_versions_reloads_both_or_the_one_named(
     served: Served, capsys: pytest.CaptureFixture[str]
 ) -> None:
