@@ -5,7 +5,9 @@ stored credentials). Command-line options win over the environment, which wins o
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,15 +69,26 @@ def load_config(
 
 
 def store_credentials(config: Config, *, registry: str, token: str) -> Path:
-    """Keep the token for this registry (mode 0600) under the home directory."""
+    """Keep the token for this registry (mode 0600) under the home directory. The token is written
+    to a new file that only the user can read (made by mkstemp, never an existing file whose mode
+    could be wider) and renamed over the old credentials."""
     path = config.credentials_path
-    tmp = path.with_suffix(".tmp")
     try:
         config.home.mkdir(parents=True, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            tomli_w.dump({"registry": registry.rstrip("/"), "token": token}, handle)
-        os.replace(tmp, path)
+        # A temporary file left by an older client (credentials.tmp, reused with its mode) may hold a token.
+        with contextlib.suppress(OSError):
+            path.with_suffix(".tmp").unlink()
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=config.home)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                tomli_w.dump({"registry": registry.rstrip("/"), "token": token}, handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp_name, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp_name)
+            raise
     except OSError as exc:
         raise home_unusable(config.home, exc) from None
     return path

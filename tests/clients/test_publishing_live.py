@@ -372,6 +372,28 @@ def test_login_with_a_password_stores_a_token_that_later_commands_use(
     assert again.code == 0 and again.out == f"not logged in: {credentials} does not exist\n"
 
 
+def test_login_writes_the_token_to_a_new_private_file_even_after_a_leftover_readable_one(
+    capsys: Capsys, registry: LiveRegistry, alice: str, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    leftover = home / "credentials.tmp"  # left by an interrupted login of an older client
+    leftover.write_text('token = "pvr_old"\n')
+    leftover.chmod(0o644)
+    login = run(capsys, "--registry", registry.url, "--home", home, "--token", alice, "registry", "login")
+    assert login.code == 0, login.err
+    credentials = home / "credentials.toml"
+    assert stat.S_IMODE(credentials.stat().st_mode) == 0o600
+    assert _stored_token(credentials) == alice
+    assert sorted(p.name for p in home.iterdir()) == ["credentials.toml"]  # the readable leftover is gone too
+    # Logging in again over world-readable credentials leaves them private as well.
+    credentials.chmod(0o644)
+    again = run(capsys, "--registry", registry.url, "--home", home, "--token", alice, "registry", "login")
+    assert again.code == 0, again.err
+    assert stat.S_IMODE(credentials.stat().st_mode) == 0o600
+    assert sorted(p.name for p in home.iterdir()) == ["credentials.toml"]
+
+
 def _stored_token(path: Path) -> str:
     import tomllib
 
