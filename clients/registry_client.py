@@ -466,8 +466,14 @@ class RegistryClient:
             digest = hashlib.sha256()
             with os.fdopen(fd, "wb") as handle:
                 try:
+                    # The package's bytes exactly as stored: no content coding is asked for, and a
+                    # Content-Encoding a proxy or an object store adds anyway (a .tar.gz labelled
+                    # `gzip`) is not undone, since the sha256 and the length are of the stored bytes.
                     with self._http.stream(
-                        "GET", url, follow_redirects=True, headers={"Accept": "application/gzip, application/json"}
+                        "GET",
+                        url,
+                        follow_redirects=True,
+                        headers={"Accept": "application/gzip, application/json", "Accept-Encoding": "identity"},
                     ) as response:
                         if response.status_code != 200:
                             response.read()
@@ -483,7 +489,7 @@ class RegistryClient:
                         total = int(length) if length and length.isdigit() else None
                         if progress is not None:
                             progress(0, total)
-                        for chunk in response.iter_bytes():
+                        for chunk in response.iter_raw():
                             received += len(chunk)
                             if received > MAX_DOWNLOAD_BYTES:
                                 raise IntegrityError(

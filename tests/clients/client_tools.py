@@ -126,6 +126,11 @@ class _Handler(BaseHTTPRequestHandler):
             if mode == "corrupt" and key.lower() in ("x-checksum-sha256", "etag"):
                 continue
             self.send_header(key, value)
+        if mode == "gzip-label":
+            # As an object store serving a .tar.gz with the metadata Content-Encoding: gzip, or a
+            # proxy that labels it so: the bytes are the package's, unchanged.
+            self.send_header("Content-Encoding", "gzip")
+            self.server.labelled.append(self.headers.get("Accept-Encoding", ""))
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Connection", "close")
         self.end_headers()
@@ -145,9 +150,10 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class MisbehavingProxy(ThreadingHTTPServer):
-    """Forwards every request to ``upstream``; downloads are cut halfway (``mode="cut"``) or have
-    one byte flipped with the checksum headers removed (``mode="corrupt"``); with ``mode="queued"``
-    a publish is answered as still queued."""
+    """Forwards every request to ``upstream``; downloads are cut halfway (``mode="cut"``), have
+    one byte flipped with the checksum headers removed (``mode="corrupt"``) or are labelled
+    ``Content-Encoding: gzip`` with their bytes unchanged (``mode="gzip-label"``; ``labelled`` keeps
+    the Accept-Encoding of each); with ``mode="queued"`` a publish is answered as still queued."""
 
     daemon_threads = True
 
@@ -159,6 +165,7 @@ class MisbehavingProxy(ThreadingHTTPServer):
         self.mode = mode
         self.cuts = 0
         self.queued = 0
+        self.labelled: list[str] = []
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
 
     @property

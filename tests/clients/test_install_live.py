@@ -498,6 +498,22 @@ def test_a_download_with_a_flipped_byte_is_refused_after_hashing(
     assert store_packages(home) == [] and leftovers(home) == []
 
 
+def test_a_package_served_with_content_encoding_gzip_is_kept_as_stored_and_verifies(
+    capsys: Capsys, examples_registry: LiveRegistry, tmp_path: Path
+) -> None:
+    home, infra = tmp_path / "home", tmp_path / "infra"
+    with MisbehavingProxy(examples_registry.url, mode="gzip-label") as proxy:
+        result = create(capsys, proxy.url, home, infra, "etcd", "--version", "3.5.9")
+    assert result.code == 0, result.err
+    assert proxy.labelled == ["identity"]  # one download, asking for the bytes as they are
+    expected = index_entry(examples_registry, "etcd", "3.5.9")
+    [package] = store_packages(home)
+    stored = home / "store" / "packages" / package
+    assert hashlib.sha256(stored.read_bytes()).hexdigest() == expected["sha256"]
+    assert stored.stat().st_size == expected["size"]
+    assert installed_names(infra) == ["etcd"] and leftovers(home, infra) == []
+
+
 # --- list and validate -------------------------------------------------------------------------------
 
 
