@@ -46,7 +46,7 @@ from extensions.archive import MANIFEST_JSON
 from extensions.errors import ExtensionError, ResolutionError
 from extensions.index import parse_index
 from extensions.manifest import Manifest, load_manifest
-from extensions.resolver import Resolution, describe_requirement, resolve
+from extensions.resolver import Candidate, Resolution, describe_requirement, resolve
 from extensions.versions import Constraint, Version, parse_requirement
 
 __all__ = [
@@ -134,31 +134,29 @@ class InstallReport:
 
 
 def find_extension(client: RegistryClient, type: str, name: str) -> str:
-    """The extension to install for ``type NAME``: the extension named NAME, else the one whose
-    versions provide NAME as that kind (the registry's lookup; offline, the cached index documents)."""
-    kinds = kind_dir(type)
+    """The extension to install for ``type NAME``, in the registry's order (its lookup
+    ``GET /api/v1/extensions/{type}/{name}``, which its install plan follows too): an extension whose
+    latest version provides NAME as that kind (of several, the one named NAME), else the extension
+    of that type named NAME. So an extension merely *named* like a taskserv never shadows the one
+    that provides it. Offline, the same rule over the cached index documents. An extension of
+    another type named NAME is returned for `install` to point at its own command."""
     if client.offline:
+        found = _provider_in_cache(client, type, name)
+        if found is not None:
+            return found
         if client.cached_index(name) is not None:
             return name
-        for candidate in client.cached_names():
-            document = client.cached_index(candidate)
-            if document is None:
-                continue
-            with contextlib.suppress(ExtensionError):
-                _, versions = parse_index(document, name=candidate)
-                if any(name in v.extra.get("provides", {}).get(kinds, ()) for v in versions):
-                    return candidate
         raise RegistryUnavailable(
             f"offline: no cached index document names or provides {type} {name!r}; "
             "run once without --offline to fetch it"
         )
-    if client.index(name) is not None:
-        return name
     try:
-        found = client.lookup(type, name)
+        found_item = client.lookup(type, name)
     except RegistryError as exc:
         if exc.status != 404:
             raise
+        if client.index(name) is not None:
+            return name  # an extension of another type: install() names the command for it
         offered = sorted({str(item["name"]) for item in client.provided(type)})
         close = difflib.get_close_matches(name, offered, n=3, cutoff=0.6)
         hint = f"did you mean {' or '.join(close)}?" if close else f"it offers: {', '.join(offered) or 'none'}"
@@ -167,7 +165,40 @@ def find_extension(client: RegistryClient, type: str, name: str) -> str:
             code="not_found",
             details=[{"name": name, "type": type, "suggestions": close}],
         ) from None
-    return str(found["name"])
+    return str(found_item["name"])
+
+
+def _latest(versions: Sequence[Candidate]) -> Candidate | None:
+    """As the registry counts an extension's latest version: the newest non-yanked release, else the
+    newest non-yanked pre-release."""
+    live = [v for v in versions if not v.yanked]
+    pool = [v for v in live if not v.version.is_prerelease] or live
+    return max(pool, key=lambda v: v.version) if pool else None
+
+
+def _provider_in_cache(client: RegistryClient, type: str, name: str) -> str | None:
+    """The registry's lookup over the cached index documents: the extensions whose latest version
+    provides ``type NAME`` (the one named NAME first, then by name; download counts are not in the
+    documents), else the cached extension of that type named NAME."""
+    kinds = kind_dir(type)
+    providers: list[str] = []
+    named_type: str | None = None
+    for candidate in client.cached_names():
+        document = client.cached_index(candidate)
+        if document is None:
+            continue
+        with contextlib.suppress(ExtensionError):
+            _, versions = parse_index(document, name=candidate)
+            latest = _latest(versions)
+            if latest is None:
+                continue
+            if name in latest.extra.get("provides", {}).get(kinds, ()):
+                providers.append(candidate)
+            if candidate == name:
+                named_type = latest.type
+    if providers:
+        return min(providers, key=lambda p: (p != name, p))
+    return name if named_type == type else None
 
 
 def _requirement(extension: str, version: str | None) -> str:

@@ -242,6 +242,68 @@ def test_create_refuses_an_extension_of_another_kind_and_installs_nothing(
     assert not infra.exists()
 
 
+def _taskserv_source(root: Path, name: str, *, provides: list[str]) -> Path:
+    source = root / name
+    (source / "nulib").mkdir(parents=True)
+    (source / "extension.toml").write_text(
+        f"""[extension]
+name = "{name}"
+version = "1.0.0"
+description = "A taskserv of the client's lookup-order test"
+type = "taskserv"
+license = "MIT"
+
+[provides]
+taskservs = {json.dumps(provides)}
+""",
+        encoding="utf-8",
+    )
+    (source / "nulib" / "main.nu").write_text("export def hello [] { 'hello' }\n", encoding="utf-8")
+    return source
+
+
+def test_create_installs_the_provider_of_a_name_before_an_extension_merely_named_so(
+    capsys: Capsys, live_registry: LiveRegistry, tmp_path: Path
+) -> None:
+    """The client's order is the registry's (its lookup and its install plan): an extension that
+    provides taskserv NAME wins over an extension called NAME that does not provide it, online and
+    offline. (The registry refuses such a name from another owner; here one owner has both.)"""
+    home = tmp_path / "home"
+    live_registry.manage("publish", "--user", "bob", str(_taskserv_source(tmp_path, "kubernetes", provides=[])))
+    # Before any extension provides it, the taskserv kubernetes is the extension of that name.
+    first = create(capsys, live_registry.url, home, tmp_path / "first", "kubernetes")
+    assert first.code == 0, first.err
+    assert Lockfile.load(tmp_path / "first" / "extensions.lock").requested == ["kubernetes"]
+    assert installed_names(tmp_path / "first") == ["kubernetes"]
+
+    live_registry.manage(
+        "publish", "--user", "bob", str(_taskserv_source(tmp_path, "k8s-pack", provides=["kubernetes"]))
+    )
+    plan = httpx.post(
+        f"{live_registry.url}/api/v1/extensions/taskservs/install", json={"name": "kubernetes"}, timeout=30
+    ).json()["data"]
+    lookup = httpx.get(f"{live_registry.url}/api/v1/extensions/taskserv/kubernetes", timeout=30).json()["data"]
+    assert (plan["extension"], lookup["name"]) == ("k8s-pack", "k8s-pack")
+
+    online = run(capsys, "--registry", live_registry.url, "--home", home, "--output", "json",
+                 "taskserv", "create", "kubernetes", "--infra", tmp_path / "second")  # fmt: skip
+    assert online.code == 0, online.err
+    assert online.json()["data"]["requested"] == {
+        "type": "taskserv",
+        "name": "kubernetes",
+        "extension": "k8s-pack",
+        "version": "1.0.0",
+    }
+    assert installed_names(tmp_path / "second") == ["k8s-pack"]
+
+    # Offline, both index documents are cached; the same rule picks the provider.
+    assert {"k8s-pack", "kubernetes"} <= {p.stem for p in (home / "cache" / "index").rglob("*.json")}
+    offline = create(capsys, live_registry.url, home, tmp_path / "third", "kubernetes", "--offline")
+    assert offline.code == 0, offline.err
+    assert installed_names(tmp_path / "third") == ["k8s-pack"]
+    assert Lockfile.load(tmp_path / "third" / "extensions.lock").requested == ["k8s-pack"]
+
+
 def test_an_unknown_taskserv_is_refused_with_close_names(
     capsys: Capsys, examples_registry: LiveRegistry, tmp_path: Path
 ) -> None:
