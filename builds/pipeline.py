@@ -8,6 +8,7 @@ import contextlib
 import logging
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -49,6 +50,10 @@ def limits() -> Limits:
     )
 
 
+_COMMIT_MARGIN_SECONDS = 30
+_MAX_LOGGED_CHECKS = 50  # each failed or skipped check is a log line, up to this many
+
+
 class ContentCheckFailed(RegistryError):
     code = "invalid_archive"
 
@@ -56,6 +61,9 @@ class ContentCheckFailed(RegistryError):
 def run(*, build: Build, attempt: int, actor: Actor, steps: StepLog) -> None:
     """Upload → inspect → validate → check content → (build) → store → commit."""
     workdir = Path(tempfile.mkdtemp(prefix=f"build-{build.pk}-"))
+    # The content checks run authors' files through tools: they get the build's time budget, less
+    # a margin for storing and committing (in-process builds have no Celery time limit to stop them).
+    deadline = time.monotonic() + max(1, settings.REGISTRY_BUILD_TIME_LIMIT - _COMMIT_MARGIN_SECONDS)
     try:
         upload = workdir / "upload.tar.gz"
         with steps.step("fetch") as note, upload.open("wb") as target:
@@ -76,7 +84,7 @@ def run(*, build: Build, attempt: int, actor: Actor, steps: StepLog) -> None:
                 if manifest.warnings
                 else ""
             )
-        _check_content(package, workdir, steps)
+        _check_content(package, workdir, steps, deadline)
         with steps.step("readme") as note:
             readme_html = render_readme(info.readme_text)
             note["message"] = "rendered and sanitized" if readme_html else "no README"
@@ -137,15 +145,21 @@ def _validate(info: PackageInfo, actor: Actor) -> Manifest:
     return manifest
 
 
-def _check_content(package: Path, workdir: Path, steps: StepLog) -> None:
+def _check_content(package: Path, workdir: Path, steps: StepLog, deadline: float) -> None:
     with steps.step("check content") as note:
         tree = workdir / "content"
         safe_extract(package, tree, limits=limits())
-        report = run_content_checks(tree)
+        report = run_content_checks(tree, deadline=deadline)
         counts = report.counts()
-        for result in report.results:
-            if result.status != "passed":
-                steps.add(f"check {result.check}", result.status, f"{result.path}: {result.message}", result.seconds)
+        noteworthy = [r for r in report.results if r.status != "passed"]
+        for result in noteworthy[:_MAX_LOGGED_CHECKS]:
+            steps.add(f"check {result.check}", result.status, f"{result.path}: {result.message}", result.seconds)
+        if len(noteworthy) > _MAX_LOGGED_CHECKS:
+            steps.add(
+                "check",
+                "failed" if not report.ok else "skipped",
+                f"... and {len(noteworthy) - _MAX_LOGGED_CHECKS} more",
+            )
         note["message"] = f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped"
         if not report.ok:
             failed = report.failed

@@ -16,6 +16,7 @@ from extensions.errors import ExtensionError
 from extensions.index import parse_index
 from extensions.resolver import Candidate, Resolution, resolve
 from extensions.versions import Constraint, Version
+from registry import selectors
 from registry.errors import BadRequest, NotFound
 from registry.models import Extension, Provide
 from registry.models import Version as VersionRow
@@ -107,19 +108,16 @@ def resolve_requirements(
 
 
 def _extension_for(kind: str, name: str) -> str:
-    """The extension that provides ``kind`` NAME: one providing it, else one of that kind named
-    NAME. An extension of another kind named NAME is pointed at its own install endpoint."""
-    provider = (
-        Provide.objects.filter(kind=kind, name=name, version__yanked=False)
-        .order_by("-version__published_at")
-        .values_list("version__extension__name", flat=True)
-        .first()
-    )
-    if provider is not None:
-        return str(provider)
+    """The extension that provides ``kind`` NAME, by the same rule as the lookup endpoint and the
+    client (registry.selectors.provider_lookup). An extension of another kind named NAME is
+    pointed at its own install endpoint."""
+    selectors.check_name(name, what=kind)  # a name that cannot exist never reaches a query
+    try:
+        extension, _ = selectors.provider_lookup(kind=kind, name=name)
+        return extension.name
+    except NotFound:
+        pass
     other = Extension.objects.filter(name=name).exclude(index_etag="").values_list("type", flat=True).first()
-    if other == kind:
-        return name
     if other is not None:
         raise NotFound(
             f"{name!r} is a {other}, not a {kind}: use POST /api/v1/extensions/{other}s/install",

@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -1002,3 +1003,23 @@ def test_a_web_session_publishes_through_the_limited_upload_handler(db: None, tm
     with autocommit_hooks(), path.open("rb") as handle:
         big = session.post("/api/v1/extensions/", {"file": handle}, HTTP_X_CSRFTOKEN=_mask_cipher_secret(secret))
     error_of(big, 413, "archive_too_large")
+
+
+def test_content_checks_that_outrun_the_build_time_budget_fail_the_build(
+    client: Client, token: str, tmp_path: Path, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In-process builds have no Celery time limit: the checks stop at the build's budget."""
+    from tests.factories import package
+
+    slow_nu = tmp_path / "bin" / "nu"
+    slow_nu.parent.mkdir()
+    slow_nu.write_text("#!/bin/sh\nsleep 30\n")
+    slow_nu.chmod(0o755)
+    monkeypatch.setenv("PROVISIONING_NU", str(slow_nu))
+    settings.REGISTRY_BUILD_TIME_LIMIT = 31  # 1 s for the checks once storing and committing are set aside
+
+    started = time.monotonic()
+    error = error_of(post_file(client, token, package(tmp_path, "slow", "1.0.0")), 422, "invalid_archive")
+    assert time.monotonic() - started < 20
+    assert "ran out of time" in error["message"]
+    assert not Version.objects.exists()
