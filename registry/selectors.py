@@ -13,14 +13,28 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Case, Count, F, IntegerField, Prefetch, Q, QuerySet, Sum, Value, When
+from django.db.models import (
+    Case,
+    Count,
+    F,
+    IntegerField,
+    Max,
+    OuterRef,
+    Prefetch,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    Value,
+    When,
+)
 from django.db.models.functions import Coalesce
 
 from extensions.errors import VersionError
 from extensions.names import NAME_RULE, is_valid_name, suggest_name
 from extensions.versions import Version as SemVer
 from registry.errors import BadRequest, NotFound
-from registry.models import Dependency, Extension, ExtensionType, Provide, Version
+from registry.models import Dependency, Extension, ExtensionType, Ownership, Provide, Version
 
 #: The singular kinds (``type`` of an extension, ``kind`` of what it provides), as in URLs.
 TYPES: tuple[str, ...] = tuple(ExtensionType.values)
@@ -245,6 +259,82 @@ def provider_lookup(*, kind: str, name: str) -> tuple[Extension, Provide | None]
     if extension is None:
         raise NotFound(f"no extension provides the {kind} {name!r} in this registry")
     return extension_get(name=extension.name), None
+
+
+# --- the web catalog -----------------------------------------------------------------------------
+
+
+def recent_versions(*, limit: int = 10) -> list[Version]:
+    """The most recently published versions (yanked ones included), newest first, with their
+    extensions loaded."""
+    return list(Version.objects.select_related("extension").order_by("-published_at", "-id")[:limit])
+
+
+def version_dependencies(version: Version) -> list[Dependency]:
+    """The extension dependencies of a version, by name, with the depended-on extensions loaded."""
+    return list(Dependency.objects.filter(version=version).select_related("extension").order_by("extension__name"))
+
+
+def version_provides(version: Version | None) -> dict[str, list[str]]:
+    """What a version provides, by plural kind (every kind present, names sorted)."""
+    provides: dict[str, list[str]] = {PLURAL[t]: [] for t in TYPES}
+    if version is not None:
+        for row in sorted(version.provides.all(), key=lambda p: (p.kind, p.name)):
+            provides[PLURAL[row.kind]].append(row.name)
+    return provides
+
+
+def extension_owners(extension: Extension) -> list[str]:
+    """The usernames of the owners, sorted (uses the ownerships `extension_get` prefetched)."""
+    return sorted(o.user.get_username() for o in extension.ownerships.all())
+
+
+def catalog_fingerprint() -> str:
+    """A value that changes whenever anything the catalog's listings show changes (a publish, a
+    yank, a download), read in one aggregate query: for ETags of the home and search pages."""
+    row = Extension.objects.aggregate(n=Count("id"), updated=Max("updated_at"), downloads=Sum("downloads"))
+    updated = row["updated"].isoformat() if row["updated"] is not None else "-"
+    return f"{row['n']}:{updated}:{row['downloads'] or 0}"
+
+
+def _per_extension(query: QuerySet[Any], field: str, aggregate: Any) -> Subquery:
+    """A scalar subquery: ``aggregate`` over the rows of ``query`` whose ``field`` is the outer
+    extension (grouped by that field, so it is one row or none)."""
+    return Subquery(query.filter(**{field: OuterRef("pk")}).order_by().values(field).annotate(v=aggregate).values("v"))
+
+
+def extension_fingerprint(*, name: str) -> str | None:
+    """A value that changes whenever the catalog pages of an extension or one of its versions
+    would change: its row (publishes and yanks rewrite it), its downloads, its owners, and the
+    extensions that depend on it; None when there is no such extension. One query, for ETags."""
+    if not is_valid_name(name):
+        return None
+    row = (
+        Extension.objects.filter(name=name)
+        .annotate(
+            owners_n=_per_extension(Ownership.objects.all(), "extension", Count("id")),
+            owners_ids=_per_extension(Ownership.objects.all(), "extension", Sum("id")),
+            dependents_n=_per_extension(Dependency.objects.all(), "extension", Count("id")),
+            dependents_last=_per_extension(Dependency.objects.all(), "extension", Max("id")),
+            dependents_updated=_per_extension(
+                Dependency.objects.all(), "extension", Max("version__extension__updated_at")
+            ),
+        )
+        .values_list(
+            "pk",
+            "updated_at",
+            "downloads",
+            "owners_n",
+            "owners_ids",
+            "dependents_n",
+            "dependents_last",
+            "dependents_updated",
+        )
+        .first()
+    )
+    if row is None:
+        return None
+    return ":".join(v.isoformat() if hasattr(v, "isoformat") else str(v) for v in row)
 
 
 # --- metrics --------------------------------------------------------------------------------------
