@@ -6,11 +6,18 @@ from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
 
 from builds import apis as build_apis
 from builds import metrics as build_metrics
+from builds import views as build_views
 from registry import apis, apis_resolve, apis_write, metrics, views
 
 api = "api/v1/"
 
 urlpatterns = [
+    # The web catalog (HTML).
+    path("", views.home, name="catalog-home"),
+    path("search", views.search, name="catalog-search"),
+    path("extensions/<str:name>/", views.extension_page, name="catalog-extension"),
+    path("extensions/<str:name>/<str:version>/", views.version_page, name="catalog-version"),
+    path("builds/<str:build_id>/", build_views.build_page, name="catalog-build"),
     path("healthz", views.healthz, name="healthz"),
     # GET searches (registry.apis), POST publishes (builds.apis).
     path(f"{api}extensions/", build_apis.ExtensionsApi.as_view(), name="extension-publish"),

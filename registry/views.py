@@ -1,16 +1,77 @@
-"""Plain Django views outside the JSON API: liveness."""
+"""Plain Django views outside the JSON API: liveness, the web catalog (server-rendered HTML pages
+reading through `registry.selectors`), and the error pages.
+
+Catalog pages carry a strict Content-Security-Policy (`CATALOG_CSP`: nothing but this origin's
+scripts, styles, fonts and frames; no inline script or style), answer conditional requests with
+an ETag computed from one cheap query (`django.views.decorators.http.condition`), and escape every
+author-controlled text through Django's autoescaping. The one exception is a version's
+``readme_html``, rendered with ``|safe`` because the build sanitized it with nh3
+(`registry.readme`) before storing it."""
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import logging
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
+from django.conf import settings
 from django.db import connection
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, HttpResponsePermanentRedirect, JsonResponse
+from django.shortcuts import render
+from django.urls import Resolver404, resolve
 from django.views import defaults
+from django.views.decorators.http import condition, require_safe
 
-from registry import exceptions
+from registry import exceptions, selectors
+from registry.api import base_url
+from registry.apis import MAX_QUERY_CHARS, download_url
+from registry.errors import BadRequest, NotFound
+from registry.models import Extension, Version
 
 log = logging.getLogger(__name__)
+
+#: The Content-Security-Policy of every catalog page (and the HTML error pages). README images
+#: may come from any https: host (authors link badges and screenshots) or be data: URLs; plain
+#: http: images are blocked (mixed content on an https registry, and a reader's address sent in
+#: clear). No inline script or style anywhere: the sanitized README HTML has no style attribute,
+#: and the catalog's one small script (copy buttons) is a static file.
+CATALOG_CSP = "; ".join(
+    [
+        "default-src 'self'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "img-src 'self' https: data:",
+        "font-src 'self'",
+        "connect-src 'self'",
+        "object-src 'none'",
+        "base-uri 'none'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+    ]
+)
+#: Catalog pages may be stored by browsers and shared caches but are revalidated every time (a
+#: 304 when the ETag still matches): a publish, a yank or a download shows at once.
+CATALOG_CACHE_CONTROL = "public, max-age=0, must-revalidate"
+PAGE_SIZE = 20
+#: The URL names of the catalog's pages whose address ends with a slash.
+CATALOG_DETAIL_PAGES = frozenset({"catalog-extension", "catalog-version", "catalog-build"})
+MAX_PAGE_DIGITS = 9
+#: Files of a version listed on its page (a package may have thousands; the rest are counted).
+MAX_FILES_SHOWN = 500
+MAX_DEPENDENTS_SHOWN = 50
+#: The kinds browsed from the home page, in this order (templates only when there are some).
+BROWSE_TYPES = ("provider", "taskserv", "cluster", "template")
+_PLURAL_TITLE = {"provider": "Providers", "taskserv": "Taskservs", "cluster": "Clusters", "template": "Templates"}
+_TEMPLATES_DIR = Path(settings.BASE_DIR) / "templates"
+_STATIC_DIR = Path(__file__).resolve().parent / "static" / "registry"
+
+
+# --- liveness -------------------------------------------------------------------------------------
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
@@ -38,6 +99,362 @@ def healthz(request: HttpRequest) -> JsonResponse:
     )
 
 
+# --- what every catalog page shares ---------------------------------------------------------------
+
+
+@functools.cache
+def catalog_revision() -> str:
+    """A digest of the catalog's templates and static files, part of every ETag, so that a deploy
+    that changes how pages look is never answered with a 304 for an old page."""
+    digest = hashlib.sha256()
+    for root in (_TEMPLATES_DIR, _STATIC_DIR):
+        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+            digest.update(str(path.relative_to(root)).encode("utf-8") + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def catalog_etag(request: HttpRequest, *parts: object) -> str:
+    """An ETag (unquoted; `condition` quotes it) from the revision, the registry's base URL (shown
+    in install commands) and the page's own state."""
+    text = "\0".join([catalog_revision(), base_url(request), *(str(p) for p in parts)])
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def with_catalog_headers(response: HttpResponseBase) -> HttpResponseBase:
+    response["Content-Security-Policy"] = CATALOG_CSP
+    if "Cache-Control" not in response:
+        response["Cache-Control"] = CATALOG_CACHE_CONTROL
+    return response
+
+
+def not_found_page(request: HttpRequest, message: str) -> HttpResponse:
+    """The catalog's HTML 404, saying what was not found (the message is escaped)."""
+    response = render(request, "404.html", {"message": message, "title": "Not found"}, status=404)
+    with_catalog_headers(response)
+    return response
+
+
+View = Callable[..., HttpResponseBase]
+
+
+def catalog_page(view: View) -> View:
+    """A catalog page: a name or version in the URL that does not exist (or cannot exist) is the
+    HTML 404 saying why, and every answer carries the catalog's security and caching headers."""
+
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        try:
+            response = view(request, *args, **kwargs)
+        except (NotFound, BadRequest) as error:
+            response = not_found_page(request, error.message)
+        return with_catalog_headers(response)
+
+    return wrapper
+
+
+def extension_url(name: str) -> str:
+    return f"/extensions/{name}/"
+
+
+def version_url(name: str, version: str) -> str:
+    return f"/extensions/{name}/{version}/"
+
+
+def _http_url(value: Any) -> str | None:
+    """A URL from a manifest, only if it is http(s) (the manifest allows nothing else; this is the
+    second guard before it becomes an href)."""
+    if isinstance(value, str) and value.lower().startswith(("https://", "http://")):
+        return value
+    return None
+
+
+INSTALL_COMMANDS = {
+    "taskserv": "provisioning taskserv create {name} --infra DIR",
+    "cluster": "provisioning cluster create {name} --infra DIR",
+    "provider": "provisioning providers create {name} --infra DIR",
+    "template": "provisioning module load template {name}",
+}
+
+
+def install_command(extension: Extension, version: str | None = None) -> str:
+    """How an operator installs it with the `provisioning` client (pinned when ``version`` is given)."""
+    command = INSTALL_COMMANDS.get(extension.type, INSTALL_COMMANDS["taskserv"]).format(name=extension.name)
+    return f"{command} --version {version}" if version else command
+
+
+def load_command(extension: Extension, version: str | None = None) -> str:
+    command = f"provisioning module load {extension.type} {extension.name}"
+    return f"{command} --version {version}" if version else command
+
+
+@dataclass(frozen=True)
+class VersionView:
+    """What the extension and version pages show of one version."""
+
+    version: Version
+    url: str
+    download_url: str
+    authors: list[str]
+    license: str | None
+    homepage: str | None
+    repository: str | None
+    keywords: list[str]
+    categories: list[str]
+    dependencies: list[tuple[str, str]]  # (name, constraint), by name
+    provides: list[tuple[str, list[str]]]  # (plural kind, names), only the kinds present
+
+
+def _version_view(extension: Extension, version: Version) -> VersionView:
+    manifest: dict[str, Any] = version.manifest if isinstance(version.manifest, dict) else {}
+    provides = selectors.version_provides(version)
+    return VersionView(
+        version=version,
+        url=version_url(extension.name, version.canonical),
+        download_url=download_url("", _with_extension(version, extension)),
+        authors=[str(a) for a in manifest.get("authors") or []],
+        license=manifest.get("license") or None,
+        homepage=_http_url(manifest.get("homepage")),
+        repository=_http_url(manifest.get("repository")),
+        keywords=[str(k) for k in manifest.get("keywords") or []],
+        categories=[str(c) for c in manifest.get("categories") or []],
+        dependencies=[(d.extension.name, d.constraint) for d in selectors.version_dependencies(version)],
+        provides=[(kind, names) for kind, names in provides.items() if names],
+    )
+
+
+def _with_extension(version: Version, extension: Extension) -> Version:
+    version.extension = extension  # already loaded: saves a query per URL
+    return version
+
+
+def _versions_table(extension: Extension) -> list[dict[str, Any]]:
+    versions = selectors.sort_versions(extension.versions.all())
+    latest_id = extension.latest_version_id
+    return [
+        {
+            "version": v,
+            "url": version_url(extension.name, v.canonical),
+            "download_url": download_url("", _with_extension(v, extension)),
+            "is_latest": v.pk == latest_id,
+        }
+        for v in versions
+    ]
+
+
+# --- home and search ------------------------------------------------------------------------------
+
+
+def _catalog_etag(request: HttpRequest) -> str:
+    return catalog_etag(request, request.get_full_path(), selectors.catalog_fingerprint())
+
+
+@catalog_page
+@require_safe
+@condition(etag_func=_catalog_etag)
+def home(request: HttpRequest) -> HttpResponse:
+    """The front page: the search box, counts, the latest publishes, and browsing by kind."""
+    stats = selectors.catalog_stats()
+    kinds = []
+    for kind in BROWSE_TYPES:
+        count = stats.extensions_by_type.get(kind, 0)
+        if kind == "template" and not count:
+            continue
+        sample = selectors.extension_search(type=kind, limit=8).items if count else []
+        kinds.append(
+            {
+                "type": kind,
+                "title": _PLURAL_TITLE[kind],
+                "count": count,
+                "url": "/search?" + urllib.parse.urlencode({"type": kind}),
+                "extensions": [extension for extension, _ in sample],
+            }
+        )
+    recent = [
+        {"version": v, "url": version_url(v.extension.name, v.canonical)} for v in selectors.recent_versions(limit=10)
+    ]
+    return render(request, "catalog/home.html", {"stats": stats, "kinds": kinds, "recent": recent})
+
+
+@dataclass(frozen=True)
+class SearchQuery:
+    q: str
+    type: str | None
+    keyword: str | None
+    page: int
+    notices: list[str]
+
+
+def _search_query(params: Any) -> SearchQuery:
+    """The search page's parameters, leniently: a person typed them, so what cannot be used is
+    dropped with a notice, never an error page."""
+    notices: list[str] = []
+    q = "".join(ch if ch.isprintable() else " " for ch in str(params.get("q", ""))).strip()
+    if len(q) > MAX_QUERY_CHARS:
+        q = q[:MAX_QUERY_CHARS]
+        notices.append(f"The search was cut to its first {MAX_QUERY_CHARS} characters.")
+    kind: str | None = (params.get("type") or "").strip().lower() or None
+    if kind is not None:
+        kind = selectors.SINGULAR.get(kind, kind)
+        if kind not in selectors.TYPES:
+            notices.append(f"Unknown type {kind[:40]!r} ignored: use one of {', '.join(selectors.TYPES)}.")
+            kind = None
+    keyword: str | None = (params.get("keyword") or "").strip().lower() or None
+    if keyword is not None and not (
+        len(keyword) <= 32 and keyword.isascii() and all(c.isalnum() or c == "-" for c in keyword)
+    ):
+        notices.append("A keyword is lower-case letters, digits and hyphens (at most 32): the filter was ignored.")
+        keyword = None
+    raw_page = (params.get("page") or "").strip()
+    page = int(raw_page) if raw_page.isascii() and raw_page.isdigit() and len(raw_page) <= MAX_PAGE_DIGITS else 1
+    return SearchQuery(q=q, type=kind, keyword=keyword, page=max(page, 1), notices=notices)
+
+
+def _search_url(query: SearchQuery, **changes: Any) -> str:
+    values = {"q": query.q, "type": query.type, "keyword": query.keyword, "page": query.page, **changes}
+    if values["page"] == 1:
+        values["page"] = None
+    query_string = urllib.parse.urlencode({k: v for k, v in values.items() if v})
+    return f"/search?{query_string}" if query_string else "/search"
+
+
+@catalog_page
+@require_safe
+@condition(etag_func=_catalog_etag)
+def search(request: HttpRequest) -> HttpResponse:
+    """Search results, ranked as the API ranks them (`selectors.extension_search`), paginated."""
+    query = _search_query(request.GET)
+    offset = (query.page - 1) * PAGE_SIZE
+    result = selectors.extension_search(
+        q=query.q, type=query.type, keyword=query.keyword, limit=PAGE_SIZE, offset=offset
+    )
+    pages = max(1, -(-result.total // PAGE_SIZE))
+    items = [
+        {
+            "extension": extension,
+            "display": display,
+            "url": extension_url(extension.name),
+            "keywords": [k for k in extension.keywords_text.split(",") if k],
+        }
+        for extension, display in result.items
+    ]
+    facets = [
+        {"label": "All", "type": None, "url": _search_url(query, type=None, page=1), "current": query.type is None}
+    ] + [
+        {
+            "label": _PLURAL_TITLE[kind],
+            "type": kind,
+            "url": _search_url(query, type=kind, page=1),
+            "current": query.type == kind,
+        }
+        for kind in selectors.TYPES
+    ]
+    context = {
+        "query": query,
+        "q": query.q,
+        "items": items,
+        "total": result.total,
+        "first": offset + 1,
+        "last": offset + len(items),
+        "page": query.page,
+        "pages": pages,
+        "previous_url": _search_url(query, page=query.page - 1) if 1 < query.page <= pages else None,
+        "next_url": _search_url(query, page=query.page + 1) if query.page < pages else None,
+        "first_url": _search_url(query, page=1) if query.page > pages else None,
+        "facets": facets,
+        "clear_keyword_url": _search_url(query, keyword=None, page=1) if query.keyword else None,
+        "title": f"Search: {query.q}" if query.q else "All extensions",
+    }
+    return render(request, "catalog/search.html", context)
+
+
+# --- an extension, a version ----------------------------------------------------------------------
+
+
+def _extension_etag(request: HttpRequest, name: str, version: str | None = None) -> str | None:
+    fingerprint = selectors.extension_fingerprint(name=name)
+    if fingerprint is None:
+        return None  # the view answers the 404
+    return catalog_etag(request, request.path, fingerprint)
+
+
+@catalog_page
+@require_safe
+@condition(etag_func=_extension_etag)
+def extension_page(request: HttpRequest, name: str) -> HttpResponse:
+    """One extension: its latest version's metadata and README, every version, its dependencies
+    and what depends on it."""
+    extension = selectors.extension_get(name=name)
+    display = selectors.display_version(extension)
+    shown = _version_view(extension, display) if display is not None else None
+    dependents = selectors.extension_dependents(name=name, limit=MAX_DEPENDENTS_SHOWN)
+    context = {
+        "extension": extension,
+        "latest": extension.latest_version,
+        "shown": shown,
+        "owners": selectors.extension_owners(extension),
+        "versions": _versions_table(extension),
+        "dependents": [
+            {"extension": e, "url": extension_url(e.name), "edges": edges[:3], "more": len(edges) - 3}
+            for e, edges in dependents.items
+        ],
+        "dependents_total": dependents.total,
+        "dependents_more": max(0, dependents.total - len(dependents.items)),
+        "install": install_command(extension),
+        "load": load_command(extension),
+        "registry": base_url(request),
+        "api_url": f"/api/v1/extensions/{extension.name}/",
+        "title": extension.name,
+    }
+    return render(request, "catalog/extension.html", context)
+
+
+@catalog_page
+@require_safe
+@condition(etag_func=_extension_etag)
+def version_page(request: HttpRequest, name: str, version: str) -> HttpResponseBase:
+    """One version: as the extension page, plus its files, provides, compatibility and build."""
+    row = selectors.version_get(name=name, version=version)
+    if version != row.canonical:
+        # 1.0.0+build (or any other spelling of the same version) has one address.
+        return HttpResponsePermanentRedirect(version_url(row.extension.name, row.canonical))
+    extension = selectors.extension_get(name=name)
+    manifest: dict[str, Any] = row.manifest if isinstance(row.manifest, dict) else {}
+    files = [f for f in (row.files or []) if isinstance(f, dict)]
+    build_id = selectors.version_build_id(row)
+    context = {
+        "extension": extension,
+        "latest": extension.latest_version,
+        "shown": _version_view(extension, row),
+        "owners": selectors.extension_owners(extension),
+        "versions": _versions_table(extension),
+        "files": files[:MAX_FILES_SHOWN],
+        "files_total": len(files),
+        "files_more": max(0, len(files) - MAX_FILES_SHOWN),
+        "compatibility": {
+            "provisioning": row.provisioning_version or None,
+            # [compatibility] other than provisioning_version (shown above, normalised): tool versions.
+            "tools": sorted(
+                (str(k), str(v))
+                for k, v in (manifest.get("compatibility") or {}).items()
+                if k != "provisioning_version"
+            ),
+            "system_packages": [str(p) for p in manifest.get("system_packages") or []],
+            "required_env": [str(e) for e in manifest.get("required_env") or []],
+            "optional_env": [str(e) for e in manifest.get("optional_env") or []],
+        },
+        "build_url": f"/builds/{build_id}/" if build_id else None,
+        "install": install_command(extension, row.canonical),
+        "load": load_command(extension, row.canonical),
+        "registry": base_url(request),
+        "api_url": f"/api/v1/extensions/{extension.name}/versions/{row.canonical}/",
+        "title": f"{extension.name} {row.version}",
+    }
+    return render(request, "catalog/version.html", context)
+
+
+# --- error pages ----------------------------------------------------------------------------------
+
+
 def _is_api(request: HttpRequest) -> bool:
     return request.path.startswith("/api/")
 
@@ -54,13 +471,34 @@ def handler403(request: HttpRequest, exception: Exception | None = None) -> Http
     return defaults.permission_denied(request, exception or Exception())
 
 
-def handler404(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+def _with_slash(request: HttpRequest) -> str | None:
+    """``/extensions/etcd`` for ``/extensions/etcd/``: the catalog's address with the slash, when
+    that is a catalog page (APPEND_SLASH is off for the API's sake)."""
+    path = request.path
+    if request.method not in ("GET", "HEAD") or path.endswith("/") or path.startswith("//"):
+        return None
+    try:
+        match = resolve(path + "/")
+    except Resolver404:
+        return None
+    if match.url_name not in CATALOG_DETAIL_PAGES:
+        return None
+    query = request.META.get("QUERY_STRING", "")
+    return urllib.parse.quote(path + "/") + (f"?{query}" if query else "")
+
+
+def handler404(request: HttpRequest, exception: Exception | None = None) -> HttpResponseBase:
     if _is_api(request):
         return exceptions.json_404(request, exception)
-    return defaults.page_not_found(request, exception or Exception())
+    target = _with_slash(request)
+    if target is not None:
+        return HttpResponsePermanentRedirect(target)
+    return not_found_page(request, f"There is no page at {request.path[:200]}.")
 
 
 def handler500(request: HttpRequest) -> HttpResponse:
     if _is_api(request):
         return exceptions.json_500(request)
-    return defaults.server_error(request)
+    response = defaults.server_error(request)
+    response["Content-Security-Policy"] = CATALOG_CSP
+    return response
