@@ -1,0 +1,176 @@
+"""The web catalog in a real browser: Debian's Chromium driven by Playwright (never `playwright
+install`) against pytest-django's live server. A person searches from the home page, opens a
+result, reads its README and versions, follows a dependency, and opens the build log; the
+stylesheet and the script load under the Content-Security-Policy (no console errors, no CSP
+violations), and a screenshot of each step is written.
+
+Missing Chromium or Playwright skips locally and fails under CI=true (`make services` installs
+Chromium; requirements-dev.txt pins Playwright)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from tests.conftest import require
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def chromium_path() -> str | None:
+    for candidate in (os.environ.get("CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium")):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+@pytest.fixture
+def chromium() -> str:
+    path = chromium_path()
+    require(path is not None, "Chromium (/usr/bin/chromium)")
+    require(importlib.util.find_spec("playwright") is not None, "Playwright (pip install playwright)")
+    assert path is not None
+    return path
+
+
+@pytest.fixture
+def published(transactional_db: None, tmp_path: Path) -> dict[str, Any]:
+    """etcd 3.5.9 (yanked) and 3.5.12, and kubernetes 1.28.0 depending on etcd, published through
+    the API with real commits (the live server's thread reads the same database). Everything
+    that touches the database happens before the browser starts: Playwright's sync API runs an
+    event loop in this thread, where Django refuses synchronous database access."""
+    from registry import services
+    from registry.tokens import Actor
+    from tests.factories import make_token, make_user, publish_new
+
+    client = Client()
+    alice = make_user("alice")
+    token = make_token(alice)
+    readme = "# etcd\n\nA distributed, **reliable** key-value store.\n\n## Usage\n\n```sh\netcdctl get key\n```\n"
+    publish_new(client, token, tmp_path / "a", "etcd", "3.5.9", keywords=("kv",))
+    etcd = publish_new(client, token, tmp_path / "b", "etcd", "3.5.12", keywords=("kv", "consensus"), readme=readme)
+    kubernetes = publish_new(
+        client,
+        token,
+        tmp_path / "c",
+        "kubernetes",
+        "1.28.0",
+        dependencies=["etcd ^3.5"],
+        keywords=("containers", "orchestration"),
+        description="Kubernetes container orchestrator",
+        readme="# Kubernetes\n\nInstalls a **Kubernetes** control plane.\n\n| component | port |\n|---|---|\n"
+        "| api | 6443 |\n",
+    )
+    services.version_yank(actor=Actor(user=alice), name="etcd", version="3.5.9", reason="data loss on restart")
+    return {"etcd": etcd, "kubernetes": kubernetes}
+
+
+@pytest.fixture
+def browser_page(chromium: str, tmp_path: Path) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    home = tmp_path / "chromium-home"
+    home.mkdir()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=chromium,
+            headless=True,
+            args=CHROMIUM_FLAGS,
+            env={**os.environ, "HOME": str(home)},
+        )
+        try:
+            context = browser.new_context(viewport={"width": 1280, "height": 900})
+            page = context.new_page()
+            page.set_default_timeout(15_000)
+            yield page
+        finally:
+            browser.close()
+
+
+def screenshot(page: Any, path: Path) -> None:
+    page.screenshot(path=str(path), full_page=True)
+    data = path.read_bytes()
+    assert data.startswith(PNG_SIGNATURE) and len(data) > 1000, path
+
+
+def test_a_person_searches_reads_follows_a_dependency_and_opens_the_build_log(
+    live_server: Any, published: dict[str, Any], browser_page: Any, tmp_path: Path
+) -> None:
+    page = browser_page
+    problems: list[str] = []
+    page.on("console", lambda message: problems.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: problems.append(str(error)))
+    page.on("requestfailed", lambda request: problems.append(f"request failed: {request.url}"))
+
+    # The home page: search from the big search box.
+    page.goto(f"{live_server.url}/")
+    assert page.title() == "Provisioning extensions"
+    # The stylesheet applied (a served file, allowed by the CSP).
+    assert page.eval_on_selector(".site-header", "e => getComputedStyle(e).backgroundColor") == "rgb(19, 35, 58)"
+    screenshot(page, tmp_path / "1-home.png")
+    page.get_by_label("Search extensions by name, description or keyword").fill("kube")
+    page.locator(".hero-search button[type=submit]").click()
+    page.wait_for_url("**/search?q=kube")
+    assert page.locator("ol.results > li").count() == 1
+    assert page.locator("#header-q").input_value() == "kube"  # the header's box shows the query
+    screenshot(page, tmp_path / "2-search.png")
+
+    # Open the result: README rendered, versions table, install command with its copy button.
+    page.get_by_role("link", name="kubernetes", exact=True).click()
+    page.wait_for_url("**/extensions/kubernetes/")
+    assert page.locator(".title-row h1").inner_text() == "kubernetes 1.28.0"
+    assert page.locator("article.readme h1").inner_text() == "Kubernetes"
+    assert page.locator("article.readme strong").inner_text() == "Kubernetes"
+    assert page.locator("article.readme table td").all_inner_texts() == ["api", "6443"]
+    assert page.locator("table.versions tbody tr").count() == 1
+    assert page.locator(".install pre code").first.inner_text() == "provisioning taskserv create kubernetes --infra DIR"
+    # The script ran (its buttons are hidden without it).
+    assert page.locator("button.copy").first.is_visible()
+    screenshot(page, tmp_path / "3-kubernetes.png")
+
+    # Follow the dependency to etcd: two versions, the yanked one marked with its reason.
+    page.locator("#dependencies").get_by_role("link", name="etcd", exact=True).click()
+    page.wait_for_url("**/extensions/etcd/")
+    assert page.locator(".title-row h1").inner_text() == "etcd 3.5.12"
+    rows = page.locator("table.versions tbody tr")
+    assert rows.count() == 2
+    assert "yanked" in (rows.nth(1).get_attribute("class") or "")
+    assert "data loss on restart" in rows.nth(1).inner_text()
+    assert page.locator("#dependents").get_by_role("link", name="kubernetes").count() == 1
+    assert page.locator("article.readme pre code").inner_text().strip() == "etcdctl get key"
+    screenshot(page, tmp_path / "4-etcd.png")
+
+    # The version page, then its build log.
+    page.locator("table.versions").get_by_role("link", name="3.5.12", exact=True).click()
+    page.wait_for_url("**/extensions/etcd/3.5.12/")
+    assert page.locator("#files table tbody tr").count() >= 3
+    assert page.locator(".install pre code").first.inner_text().endswith("--version 3.5.12")
+    screenshot(page, tmp_path / "5-version.png")
+    page.get_by_role("link", name="Build log of this version").click()
+    page.wait_for_url(f"**/builds/{published['etcd']['id']}/")
+    assert page.locator(".title-row .status").inner_text() == "Succeeded"
+    steps = page.locator("table.log tbody th").all_inner_texts()
+    assert steps == [entry["step"] for entry in published["etcd"]["log"]]
+    screenshot(page, tmp_path / "6-build.png")
+    page.get_by_role("link", name="etcd 3.5.12").first.click()
+    page.wait_for_url("**/extensions/etcd/3.5.12/")
+
+    assert problems == []
