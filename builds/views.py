@@ -29,23 +29,26 @@ def _parse_id(build_id: str) -> uuid.UUID | None:
         return None
 
 
-def _final_state(build_id: str) -> tuple[str, datetime | None, int | None] | None:
+def _final_state(request: HttpRequest, build_id: str) -> tuple[str, datetime | None, int | None] | None:
     """(status, finished_at, version id) of a build that has finished; None otherwise (a running
-    build's log changes without a timestamp that says so, so it gets no validator)."""
-    pk = _parse_id(build_id)
-    if pk is None:
-        return None
-    row = Build.objects.filter(pk=pk, status__in=Build.FINAL).values_list("status", "finished_at", "version_id").first()
-    return row
+    build's log changes without a timestamp that says so, so it gets no validator). Read once per
+    request: both validators of `condition` ask for it."""
+    memo = vars(request)
+    if "_final_build_state" not in memo:
+        pk = _parse_id(build_id)
+        query = Build.objects.filter(pk=pk, status__in=Build.FINAL) if pk is not None else Build.objects.none()
+        memo["_final_build_state"] = query.values_list("status", "finished_at", "version_id").first()
+    state: tuple[str, datetime | None, int | None] | None = memo["_final_build_state"]
+    return state
 
 
 def _build_etag(request: HttpRequest, build_id: str) -> str | None:
-    state = _final_state(build_id)
+    state = _final_state(request, build_id)
     return catalog_etag(request, build_id, *state) if state is not None else None
 
 
 def _build_last_modified(request: HttpRequest, build_id: str) -> datetime | None:
-    state = _final_state(build_id)
+    state = _final_state(request, build_id)
     return state[1] if state is not None else None
 
 
