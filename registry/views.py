@@ -23,7 +23,7 @@ from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, HttpResponsePermanentRedirect, JsonResponse
 from django.shortcuts import render
-from django.urls import Resolver404, resolve
+from django.urls import Resolver404, resolve, reverse
 from django.views import defaults
 from django.views.decorators.http import condition, require_safe
 
@@ -153,11 +153,11 @@ def catalog_page(view: View) -> View:
 
 
 def extension_url(name: str) -> str:
-    return f"/extensions/{name}/"
+    return reverse("catalog-extension", kwargs={"name": name})
 
 
 def version_url(name: str, version: str) -> str:
-    return f"/extensions/{name}/{version}/"
+    return reverse("catalog-version", kwargs={"name": name, "version": version})
 
 
 def _http_url(value: Any) -> str | None:
@@ -183,8 +183,15 @@ def install_command(extension: Extension, version: str | None = None) -> str:
 
 
 def load_command(extension: Extension, version: str | None = None) -> str:
+    """How a runtime loads it (`provisioning module load`)."""
     command = f"provisioning module load {extension.type} {extension.name}"
     return f"{command} --version {version}" if version else command
+
+
+def _commands(extension: Extension, version: str | None = None) -> dict[str, str | None]:
+    """The install command, and the load command unless it is the same (templates)."""
+    install, load = install_command(extension, version), load_command(extension, version)
+    return {"install": install, "load": load if load != install else None}
 
 
 @dataclass(frozen=True)
@@ -399,8 +406,7 @@ def extension_page(request: HttpRequest, name: str) -> HttpResponse:
         ],
         "dependents_total": dependents.total,
         "dependents_more": max(0, dependents.total - len(dependents.items)),
-        "install": install_command(extension),
-        "load": load_command(extension),
+        **_commands(extension),
         "registry": base_url(request),
         "api_url": f"/api/v1/extensions/{extension.name}/",
         "title": extension.name,
@@ -443,8 +449,7 @@ def version_page(request: HttpRequest, name: str, version: str) -> HttpResponseB
             "optional_env": [str(e) for e in manifest.get("optional_env") or []],
         },
         "build_url": f"/builds/{build_id}/" if build_id else None,
-        "install": install_command(extension, row.canonical),
-        "load": load_command(extension, row.canonical),
+        **_commands(extension, row.canonical),
         "registry": base_url(request),
         "api_url": f"/api/v1/extensions/{extension.name}/versions/{row.canonical}/",
         "title": f"{extension.name} {row.version}",

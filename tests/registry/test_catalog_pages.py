@@ -241,6 +241,12 @@ def test_the_install_command_fits_the_kind(client: Client, catalog: Any, name: s
     assert f"<pre><code>provisioning module load {kind} {name}</code></pre>" in text
 
 
+def test_a_template_is_installed_by_loading_it(client: Client, publisher: Publisher) -> None:
+    publisher("web-app", "1.0.0", type="template")
+    text = page(client, "/extensions/web-app/")
+    assert text.count("<pre><code>provisioning module load template web-app</code></pre>") == 1
+
+
 def test_an_extension_whose_versions_are_all_yanked_is_shown_as_such(
     client: Client, publisher: Publisher, user: AbstractBaseUser
 ) -> None:
