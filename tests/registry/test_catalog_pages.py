@@ -198,7 +198,7 @@ def test_the_extension_page_shows_the_latest_version_and_everything_about_it(
     dependents = text.split('id="dependents-title"')[1]
     assert 'Dependents <span class="count">1</span>' in dependents
     assert '<a href="/extensions/kubernetes/">kubernetes</a>' in dependents
-    assert '1.28.0 needs <code class="constraint">&gt;=3.5.0, &lt;4.0.0-0</code>' in dependents
+    assert '1.28.0 needs <code class="constraint" title="&gt;=3.5.0, &lt;4.0.0-0">^3.5</code>' in dependents
 
 
 def test_the_versions_table_marks_yanked_versions_with_their_reason(client: Client, catalog: Any) -> None:
@@ -220,7 +220,8 @@ def test_dependencies_of_the_latest_version_are_linked(client: Client, catalog: 
     deps = text.split('id="dependencies-title"')[1].split("</section>")[0]
     assert "Dependencies of 1.28.0" in text
     assert (
-        '<li><a href="/extensions/etcd/">etcd</a> <code class="constraint">&gt;=3.5.0, &lt;4.0.0-0</code></li>' in deps
+        '<li><a href="/extensions/etcd/">etcd</a> '
+        '<code class="constraint" title="&gt;=3.5.0, &lt;4.0.0-0">^3.5</code></li>' in deps
     )
     assert "Nothing depends on" not in text  # k8s-ha does
     assert "No extension dependencies." in page(client, "/extensions/aws/")

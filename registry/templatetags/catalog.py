@@ -1,0 +1,20 @@
+"""Template filters of the web catalog."""
+
+from __future__ import annotations
+
+from django import template
+
+from extensions.errors import ExtensionError
+from extensions.resolver import describe_constraint
+from extensions.versions import Constraint
+
+register = template.Library()
+
+
+@register.filter
+def constraint(text: str) -> str:
+    """A stored (normal-form) constraint as people write it: ``>=3.5.0, <4.0.0-0`` -> ``^3.5``."""
+    try:
+        return describe_constraint(Constraint.parse(str(text), check_satisfiable=False))
+    except ExtensionError:
+        return str(text)
