@@ -82,6 +82,13 @@ _TOML_POSITION_RE = re.compile(r"\s*\(at (?:line (\d+), column (\d+)|end of docu
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
 _KEYWORD_RULE = f"use lower-case letters, digits and hyphens, at most {MAX_KEYWORD_LENGTH} characters"
+
+
+def is_valid_keyword(keyword: object) -> bool:
+    """Whether ``keyword`` is a keyword extension.toml allows (`[a-z0-9-]`, 1 to 32 characters)."""
+    return isinstance(keyword, str) and len(keyword) <= MAX_KEYWORD_LENGTH and bool(_KEYWORD_RE.fullmatch(keyword))
+
+
 _ENV_RULE = "use upper-case letters, digits and underscores, not starting with a digit (e.g. KUBECONFIG)"
 _SYSTEM_PACKAGE_RULE = "use a package name: letters, digits and + . _ : @ / -, starting with a letter or digit"
 _LICENSE_RULE = (
@@ -624,7 +631,7 @@ class _Checker:
 
         keywords = []
         for path, keyword in self._strings(table.get("keywords"), "extension.keywords"):
-            if len(keyword) > MAX_KEYWORD_LENGTH or not _KEYWORD_RE.fullmatch(keyword):
+            if not is_valid_keyword(keyword):
                 out.error(path, f"{_shown(keyword)} is not allowed: {_KEYWORD_RULE}")
             keywords.append(keyword)
         self.fields["keywords"] = tuple(keywords)

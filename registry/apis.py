@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -24,7 +23,7 @@ from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from extensions.manifest import KINDS, manifest_schema
+from extensions.manifest import is_valid_keyword, manifest_schema
 from registry import openapi as _openapi  # noqa: F401 - registers the authentication schemes
 from registry import selectors, services, storage
 from registry.api import ApiView, base_url, ok
@@ -38,7 +37,6 @@ MAX_QUERY_CHARS = 200
 SOURCE = "registry"
 PACKAGE_MEDIA_TYPE = "application/gzip"
 SCHEMA_MEDIA_TYPE = "application/schema+json"
-_KEYWORD_RE = re.compile(r"[a-z0-9-]{1,32}")  # as in extension.toml
 
 
 # --- helpers --------------------------------------------------------------------------------------
@@ -127,14 +125,6 @@ def extension_item(extension: Extension, display: Version | None, base: str) -> 
     }
 
 
-def _provides_of(version: Version | None) -> dict[str, list[str]]:
-    provides: dict[str, list[str]] = {kind: [] for kind in KINDS}
-    if version is not None:
-        for row in sorted(version.provides.all(), key=lambda p: (p.kind, p.name)):
-            provides[selectors.PLURAL[row.kind]].append(row.name)
-    return provides
-
-
 def version_summary(version: Version, base: str) -> dict[str, Any]:
     return {
         "version": version.version,
@@ -161,7 +151,7 @@ def extension_detail(extension: Extension, base: str) -> dict[str, Any]:
             "latest_version": data["version"],
             "license": manifest.get("license"),
             "homepage": manifest.get("homepage"),
-            "provides": _provides_of(display),
+            "provides": selectors.version_provides(display),
             "owners": sorted(o.user.get_username() for o in extension.ownerships.all()),
             "versions": [version_summary(v, base) for v in versions],
             "created_at": _iso(extension.created_at),
@@ -180,7 +170,7 @@ def version_detail(version: Version, base: str) -> dict[str, Any]:
         "description": version.description,
         "manifest": version.manifest,
         "dependencies": [{"name": d.extension.name, "constraint": d.constraint} for d in dependencies],
-        "provides": _provides_of(version),
+        "provides": selectors.version_provides(version),
         "provisioning_version": version.provisioning_version or None,
         "sha256": version.sha256,
         "checksum": f"sha256:{version.sha256}",
@@ -405,7 +395,7 @@ class ExtensionListApi(ApiView):
             if kind not in selectors.TYPES:
                 raise _bad_param("type", f"use one of {', '.join(selectors.TYPES)}", params["type"])
         keyword = (params.get("keyword") or "").strip().lower() or None
-        if keyword is not None and not _KEYWORD_RE.fullmatch(keyword):
+        if keyword is not None and not is_valid_keyword(keyword):
             raise _bad_param("keyword", "use lower-case letters, digits and hyphens, at most 32 characters", keyword)
         limit, offset = _paging(request)
         page = selectors.extension_search(q=q, type=kind, keyword=keyword, limit=limit, offset=offset)

@@ -27,6 +27,7 @@ from django.urls import Resolver404, resolve, reverse
 from django.views import defaults
 from django.views.decorators.http import condition, require_safe
 
+from extensions.manifest import is_valid_keyword
 from registry import exceptions, selectors
 from registry.api import base_url
 from registry.apis import MAX_QUERY_CHARS, download_url
@@ -306,9 +307,7 @@ def _search_query(params: Any) -> SearchQuery:
             notices.append(f"Unknown type {kind[:40]!r} ignored: use one of {', '.join(selectors.TYPES)}.")
             kind = None
     keyword: str | None = (params.get("keyword") or "").strip().lower() or None
-    if keyword is not None and not (
-        len(keyword) <= 32 and keyword.isascii() and all(c.isalnum() or c == "-" for c in keyword)
-    ):
+    if keyword is not None and not is_valid_keyword(keyword):
         notices.append("A keyword is lower-case letters, digits and hyphens (at most 32): the filter was ignored.")
         keyword = None
     raw_page = (params.get("page") or "").strip()
