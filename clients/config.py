@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +15,7 @@ import platformdirs
 import tomli_w
 
 from clients.errors import ClientError, home_unusable, os_error_message
+from clients.files import atomic_write
 
 DEFAULT_REGISTRY = "http://127.0.0.1:8000"
 _CREDENTIALS = "credentials.toml"
@@ -78,17 +78,7 @@ def store_credentials(config: Config, *, registry: str, token: str) -> Path:
         # A temporary file left by an older client (credentials.tmp, reused with its mode) may hold a token.
         with contextlib.suppress(OSError):
             path.with_suffix(".tmp").unlink()
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=config.home)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                tomli_w.dump({"registry": registry.rstrip("/"), "token": token}, handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp_name, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp_name)
-            raise
+        atomic_write(path, tomli_w.dumps({"registry": registry.rstrip("/"), "token": token}).encode(), mode=0o600)
     except OSError as exc:
         raise home_unusable(config.home, exc) from None
     return path

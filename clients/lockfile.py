@@ -25,9 +25,6 @@ lockfile, and the same content always gives the same bytes.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -37,6 +34,7 @@ from typing import Any
 import tomli_w
 
 from clients.errors import ClientError, os_error_message
+from clients.files import atomic_write
 from extensions.errors import ExtensionError
 from extensions.names import NAME_RE
 from extensions.versions import Requirement, Version, parse_requirement
@@ -222,14 +220,4 @@ class Lockfile:
         """Write the lockfile atomically (a temporary file beside it, then a rename)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                os.fchmod(handle.fileno(), 0o644)  # a project file, not a private one (mkstemp's 0600)
-                handle.write(self.dumps())
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
+        atomic_write(path, self.dumps().encode("utf-8"), mode=0o644)  # a project file, not a private one

@@ -31,6 +31,7 @@ import httpx
 
 from clients.config import Config
 from clients.errors import ClientError, os_error_message
+from clients.files import atomic_write
 from extensions.errors import ExtensionError
 from extensions.index import IndexCatalogue, parse_index
 from extensions.names import NAME_RE
@@ -408,9 +409,9 @@ class RegistryClient:
         try:
             body_path.parent.mkdir(parents=True, exist_ok=True)
             with filelock.FileLock(lock_path):
-                _atomic_write(body_path, document)
+                atomic_write(body_path, document)
                 if etag:
-                    _atomic_write(etag_path, etag.encode("ascii", "replace"))
+                    atomic_write(etag_path, etag.encode("ascii", "replace"))
                 else:
                     with contextlib.suppress(FileNotFoundError):
                         etag_path.unlink()
@@ -660,19 +661,3 @@ def _json_or_none(response: httpx.Response) -> Any:
         return response.json()
     except (json.JSONDecodeError, UnicodeDecodeError):
         return None
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Write ``path`` through a temporary file beside it and a rename: readers see the old or the new
-    content, never a part."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
