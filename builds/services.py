@@ -8,7 +8,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -98,31 +98,40 @@ def _clean_json(value: Any) -> Any:
     return value
 
 
+def _stale_running(now: datetime) -> Q:
+    """Running builds whose worker stopped beating (or never beat) before the stale cut-off."""
+    stale = now - timedelta(seconds=settings.REGISTRY_BUILD_STALE_SECONDS)
+    return Q(status=Build.Status.RUNNING) & (
+        Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True, started_at__lt=stale)
+    )
+
+
+def _fail_interrupted(build: Build) -> bool:
+    """Fail a build whose workers kept stopping: it has used up its attempts."""
+    return _finish_failed(
+        build,
+        attempt=build.attempts,
+        code="internal_error",
+        message=f"the build was interrupted {build.attempts} times (its worker stopped); build {build.pk}",
+        details=[],
+    )
+
+
 def build_claim(build_id: str) -> int | None:
     """Claim a queued build (or a running one whose worker stopped beating): returns the attempt
     number that now owns it, or None when someone else owns it or it is already final."""
     now = timezone.now()
-    stale = now - timedelta(seconds=settings.REGISTRY_BUILD_STALE_SECONDS)
+    claimable = Q(status=Build.Status.QUEUED) | _stale_running(now)
     for _ in range(3):
         build = Build.objects.filter(pk=build_id).only("status", "attempts").first()
         if build is None or build.status in Build.FINAL:
             return None
-        claimable = Q(status=Build.Status.QUEUED) | Q(
-            Q(status=Build.Status.RUNNING)
-            & (Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True, started_at__lt=stale))
-        )
         attempt = build.attempts + 1
         if attempt > MAX_ATTEMPTS:
             # Only a build that could be claimed (its last worker stopped) has run out of attempts;
             # a duplicate message for a live last attempt leaves it alone.
             if Build.objects.filter(claimable, pk=build_id, attempts=build.attempts).exists():
-                _finish_failed(
-                    build,
-                    attempt=build.attempts,
-                    code="internal_error",
-                    message=f"the build was interrupted {MAX_ATTEMPTS} times (its worker stopped); build {build_id}",
-                    details=[],
-                )
+                _fail_interrupted(build)
             return None
         claimed = Build.objects.filter(claimable, pk=build_id, attempts=build.attempts).update(
             status=Build.Status.RUNNING, attempts=attempt, started_at=now, heartbeat_at=now
@@ -331,18 +340,9 @@ def build_reap_stale() -> dict[str, int]:
     stale = now - timedelta(seconds=settings.REGISTRY_BUILD_STALE_SECONDS)
     requeued = failed = 0
     sent: set[object] = set()
-    running = Build.objects.filter(status=Build.Status.RUNNING).filter(
-        Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True, started_at__lt=stale)
-    )
-    for build in running:
+    for build in Build.objects.filter(_stale_running(now)):
         if build.attempts >= MAX_ATTEMPTS:
-            failed += _finish_failed(
-                build,
-                attempt=build.attempts,
-                code="internal_error",
-                message=f"the build was interrupted {build.attempts} times (its worker stopped); build {build.pk}",
-                details=[],
-            )
+            failed += _fail_interrupted(build)
             continue
         if Build.objects.filter(pk=build.pk, attempts=build.attempts, status=Build.Status.RUNNING).update(
             status=Build.Status.QUEUED
