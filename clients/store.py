@@ -32,6 +32,7 @@ from pathlib import Path
 import filelock
 
 from clients.errors import ClientError, home_unusable, os_error_message
+from clients.files import atomic_write
 from clients.registry_client import (
     CHUNK,
     IntegrityError,
@@ -278,10 +279,7 @@ class Store:
                 raise IntegrityError(f"the package with sha256 {sha256} holds {info.name} {info.version}, not {what}")
             manifest_sha256 = file_sha256(dest / MANIFEST_JSON)
             payload = json.dumps({"sha256": sha256, "manifest_sha256": manifest_sha256}).encode()
-            fd, tmp = tempfile.mkstemp(prefix=".mark.", dir=mark_path.parent)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(payload)
-            os.replace(tmp, mark_path)
+            atomic_write(mark_path, payload, mode=0o644)
             return dest
 
 
