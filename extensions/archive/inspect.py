@@ -1,639 +1,51 @@
-"""Building, inspecting and extracting extension packages (SPEC 2.4).
-
-A package is ``NAME-VERSION.tar.gz``: a gzip-compressed POSIX tar whose members all lie under the top
-directory ``NAME-VERSION/``, holding ``extension.toml`` and a ``MANIFEST.json`` that lists every other
-file with its size and sha256.
-
-Building (`select_files`, `build_package`) is reproducible: the same source gives the same bytes
-whatever the file times, the umask, the owner or the order the file system lists entries in.
-
-- Members are sorted by the bytes of their UTF-8 path. The builder emits a directory member for the top
-  directory and for every directory that holds a packaged file (empty directories are not packaged),
-  then the regular files; everything is under ``NAME-VERSION/``.
-- Every member has mtime 0 (or ``SOURCE_DATE_EPOCH``), uid/gid 0, empty user and group names; files
-  are 0644, or 0755 when any execute bit is set in the source; directories are 0755.
-- The tar format is PAX throughout (``tarfile.PAX_FORMAT``): a plain ustar header, plus a PAX extended
-  header only where ustar cannot say it (a path over 100 bytes, a non-ASCII path). Never GNU longnames.
-- gzip: header mtime 0, no file name, compression level 6 (`COMPRESSLEVEL`, the level of ``gzip`` and
-  ``tar czf``; level 9 costs about twice the time for ~1% smaller packages). The bytes are the same for
-  the same zlib; zlib has not changed its output for a given level in decades.
-- ``MANIFEST.json`` is ``json.dumps(..., sort_keys=True, indent=2)`` plus a newline, files sorted by
-  path.
-
-Inspecting and extracting (`inspect_package`, `safe_extract`, `extract_source_archive`) stream the
-package once, never seeking and never holding a whole member in memory:
-
-- the compressed bytes are read in 64 KiB chunks, hashed (the package's sha256) and counted against
-  ``max_package_bytes``;
-- gzip is decompressed here (not by ``tarfile``) with a bounded output per call, so the gzip CRC and
-  length are verified, truncation is noticed, and every decompressed byte is counted: against
-  ``max_unpacked_bytes`` plus the room tar headers may take (see `_tar_overhead`), whatever the member
-  headers claim. A gzip bomb stops at the limit with memory bounded by the chunk size;
-- member data is read in 64 KiB chunks and counted against ``max_unpacked_bytes`` (the sum of the
-  regular files' sizes, what `PackageInfo.unpacked_size` reports);
-- ``tarfile`` reads a PAX or GNU extended header whole and keeps global PAX records, so an extended
-  header over 64 KiB (`_extended_header_cap`) is refused from its declared size before it is read,
-  and ``tarfile``'s list of members is emptied as we go: memory stays bounded by a few chunks;
-- every header is checked before its data is touched: the name (UTF-8, no NUL, no backslash, not
-  absolute, no ``..``, at most ``max_path_bytes`` bytes and ``max_depth`` components, ``.``
-  components dropped), the type (regular files and directories only; sparse files are refused), the
-  single top directory, duplicates and collisions after NFC normalisation and case folding.
-
-Which error for what: every ``Limits`` field that is exceeded raises `ArchiveTooLargeError`
-(``archive_too_large``) with ``limit`` naming the field, including ``max_members``, ``max_path_bytes``
-and ``max_depth``; anything that must never be extracted raises `UnsafeArchiveError`
-(``unsafe_archive``); anything else that is not a well-formed package (not gzip, not tar, truncated,
-empty, no ``extension.toml``, a missing or mismatching ``MANIFEST.json``) raises `ArchiveError`
-(``invalid_archive``). An invalid ``extension.toml`` raises `ManifestError` from
-`extensions.manifest.parse_manifest`. Each error names the member (``path``) and says what is allowed.
-
-The README (`PackageInfo.readme_text`) is the file ``extension.toml`` names (``readme``, default
-``README.md``), decoded as UTF-8 with replacement characters, truncated (never refused) at
-`README_MAX_BYTES` (1 MiB): a long README is the author's business, the catalog only shows its start.
-"""
+"""Inspecting and extracting packages and source archives: one streaming pass, every member checked
+before anything touches disk."""
 
 from __future__ import annotations
 
-import codecs
 import contextlib
-import gzip
 import hashlib
-import io
 import json
 import logging
 import os
-import re
 import shutil
 import stat
 import tarfile
 import tempfile
-import unicodedata
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import IO, Any, BinaryIO
 
-import pathspec
-
-from extensions.errors import ArchiveError, ArchiveTooLargeError, ExtensionError, Problem, UnsafeArchiveError
-from extensions.manifest import Manifest, load_manifest, parse_manifest
-
-__all__ = [
-    "COMPRESSLEVEL",
-    "README_MAX_BYTES",
-    "BuiltPackage",
-    "FileEntry",
-    "Limits",
-    "PackageInfo",
-    "build_package",
-    "extract_source_archive",
-    "inspect_package",
-    "safe_extract",
-    "select_files",
-]
+from extensions.archive._common import (
+    _ALLOWED_NAMES,
+    _ALLOWED_TYPES,
+    _SHA256_RE,
+    CHUNK,
+    DEFAULT_LIMITS,
+    EXTENSION_TOML,
+    MANIFEST_FORMAT,
+    MANIFEST_JSON,
+    README_MAX_BYTES,
+    REBUILD_HINT,
+    FileEntry,
+    KiB,
+    Limits,
+    MiB,
+    PackageInfo,
+    _decode_readme,
+    _display,
+    _PathRegistry,
+    _readme_parts,
+    _split_name,
+    _too_large,
+    _top_for,
+)
+from extensions.errors import ArchiveError, ArchiveTooLargeError, Problem, UnsafeArchiveError
+from extensions.manifest import Manifest, parse_manifest
 
 log = logging.getLogger(__name__)
-
-KiB = 1024
-MiB = 1024 * KiB
-CHUNK = 64 * KiB
-COMPRESSLEVEL = 6
-README_MAX_BYTES = 1 * MiB
-MANIFEST_JSON = "MANIFEST.json"
-EXTENSION_TOML = "extension.toml"
-MANIFEST_FORMAT = 1
-REBUILD_HINT = "rebuild the package with `provisioning extension build`"
-_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
-_ALLOWED_TYPES = "allowed: regular files and directories only"
-_ALLOWED_NAMES = "allowed: relative UTF-8 paths with `/` separators under the top directory"
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Size limits (SPEC 2.4 defaults). The registry builds one from its settings."""
-
-    max_package_bytes: int = 50 * MiB
-    max_unpacked_bytes: int = 200 * MiB
-    max_members: int = 10_000
-    max_path_bytes: int = 255
-    max_depth: int = 32
-    max_manifest_bytes: int = 64 * KiB
-
-
-@dataclass(frozen=True)
-class FileEntry:
-    """A regular file of a package; ``path`` is relative to ``NAME-VERSION/``."""
-
-    path: str
-    size: int
-    sha256: str
-
-
-@dataclass(frozen=True)
-class BuiltPackage:
-    path: Path
-    name: str
-    version: str
-    sha256: str
-    size: int
-    files: tuple[FileEntry, ...]
-
-
-@dataclass(frozen=True)
-class PackageInfo:
-    name: str
-    version: str
-    sha256: str  # of the compressed bytes
-    size: int  # of the compressed bytes
-    unpacked_size: int  # sum of the sizes of every regular file, MANIFEST.json included
-    files: tuple[FileEntry, ...]  # from the verified MANIFEST.json (MANIFEST.json itself not listed)
-    manifest_text: str  # extension.toml
-    readme_text: str | None  # the README named by extension.toml, at most README_MAX_BYTES
-
-
-# --------------------------------------------------------------------------------------------------
-# Names
-
-
-def _display(name: str) -> str:
-    """A printable spelling of a member name: invalid UTF-8 bytes as ``\\xNN``, control characters
-    escaped."""
-    text = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
-
-
-def _fold(path: str) -> str:
-    """The key under which two paths are the same file on a case-insensitive, normalising file system."""
-    return unicodedata.normalize("NFC", unicodedata.normalize("NFC", path).casefold())
-
-
-def _too_large(message: str, *, path: str, limit: str, value: int) -> ArchiveTooLargeError:
-    return ArchiveTooLargeError(message, path=path, limit=limit, value=value)
-
-
-def _split_name(name: str, limits: Limits) -> tuple[str, ...]:
-    """Check a member name and return its components (``.`` and empty components dropped)."""
-    shown = _display(name)
-    try:
-        raw = name.encode("utf-8")
-    except UnicodeEncodeError:
-        raise UnsafeArchiveError(f"the member name is not valid UTF-8; {_ALLOWED_NAMES}", path=shown) from None
-    if "\x00" in name:
-        raise UnsafeArchiveError(f"the member name contains a NUL byte; {_ALLOWED_NAMES}", path=shown)
-    if "\\" in name:
-        raise UnsafeArchiveError(f"the member name contains a backslash; {_ALLOWED_NAMES} (never `\\`)", path=shown)
-    if name.startswith("/"):
-        raise UnsafeArchiveError(f"the member name is an absolute path; {_ALLOWED_NAMES}", path=shown)
-    if len(raw) > limits.max_path_bytes:
-        raise _too_large(
-            f"the member path is {len(raw)} bytes long; allowed: at most {limits.max_path_bytes} bytes",
-            path=shown,
-            limit="max_path_bytes",
-            value=len(raw),
-        )
-    parts = name.split("/")
-    if ".." in parts:
-        raise UnsafeArchiveError(f"the member name has a `..` component; {_ALLOWED_NAMES}", path=shown)
-    kept = tuple(p for p in parts if p not in ("", "."))
-    if len(kept) > limits.max_depth:
-        raise _too_large(
-            f"the member path is {len(kept)} levels deep; allowed: at most {limits.max_depth}",
-            path=shown,
-            limit="max_depth",
-            value=len(kept),
-        )
-    return kept
-
-
-class _PathRegistry:
-    """Refuses duplicate paths, a path that is both a file and a directory, and paths that collide
-    after NFC normalisation and case folding (directories implied by deeper paths count too)."""
-
-    def __init__(self) -> None:
-        self._seen: dict[str, tuple[str, bool, bool]] = {}  # key -> (path, is_dir, explicit)
-
-    def add(self, parts: Sequence[str], *, is_dir: bool, shown: str) -> None:
-        for i in range(1, len(parts)):
-            self._add("/".join(parts[:i]), is_dir=True, explicit=False, shown=shown)
-        self._add("/".join(parts), is_dir=is_dir, explicit=True, shown=shown)
-
-    def _add(self, path: str, *, is_dir: bool, explicit: bool, shown: str) -> None:
-        key = _fold(path)
-        seen = self._seen.get(key)
-        if seen is None:
-            self._seen[key] = (path, is_dir, explicit)
-            return
-        seen_path, seen_dir, seen_explicit = seen
-        if seen_path != path:
-            raise UnsafeArchiveError(
-                f"`{path}` collides with `{_display(seen_path)}` after Unicode NFC normalisation and "
-                "case folding; allowed: paths that stay distinct on case-insensitive file systems",
-                path=shown,
-            )
-        if is_dir and seen_dir:
-            if explicit and seen_explicit:
-                raise UnsafeArchiveError(
-                    "the directory appears twice in the archive; allowed: each path once", path=shown
-                )
-            if explicit:
-                self._seen[key] = (path, True, True)
-            return
-        if is_dir != seen_dir:
-            raise UnsafeArchiveError(
-                f"`{_display(path)}` is both a file and a directory; allowed: each path once", path=shown
-            )
-        raise UnsafeArchiveError("duplicate path: the file appears twice; allowed: each path once", path=shown)
-
-
-def _readme_parts(readme: str) -> tuple[str, ...] | None:
-    """The README path named by the manifest as components, or None when it cannot be inside."""
-    pure = PurePosixPath(readme)
-    if not readme or pure.is_absolute() or "\\" in readme or ".." in pure.parts:
-        return None
-    parts = tuple(p for p in pure.parts if p not in ("", "."))
-    return parts or None
-
-
-def _decode_readme(data: bytes) -> str:
-    """UTF-8 with replacement characters, at most README_MAX_BYTES, no split character at the end."""
-    if len(data) <= README_MAX_BYTES:
-        return data.decode("utf-8", "replace")
-    decoder = codecs.getincrementaldecoder("utf-8")("replace")
-    return decoder.decode(data[:README_MAX_BYTES], final=False)
-
-
-def _top_for(manifest: Manifest) -> str:
-    return f"{manifest.name}-{manifest.version}"
-
-
-# --------------------------------------------------------------------------------------------------
-# Building
-
-
-def _select(
-    source: Path,
-    *,
-    include: Sequence[str],
-    exclude: Sequence[str],
-    readme: str | None,
-    skip: frozenset[str] = frozenset(),
-) -> list[str]:
-    forced = {EXTENSION_TOML}
-    readme_parts = _readme_parts(readme) if readme else None
-    if readme_parts:
-        forced.add("/".join(readme_parts))
-    include_spec = pathspec.GitIgnoreSpec.from_lines(include) if include else None
-    exclude_spec = pathspec.GitIgnoreSpec.from_lines(exclude) if exclude else None
-    selected: list[str] = []
-    stack: list[tuple[str, str]] = [("", os.fspath(source))]
-    while stack:
-        rel_dir, abs_dir = stack.pop()
-        try:
-            listing = list(os.scandir(abs_dir))
-        except OSError as exc:
-            raise ArchiveError(
-                f"cannot read the directory ({exc.strerror}); allowed: readable directories (or leave it "
-                "out with [build] exclude)",
-                path=_display(rel_dir or "."),
-            ) from None
-        for entry in listing:
-            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
-            st = entry.stat(follow_symlinks=False)
-            if stat.S_ISDIR(st.st_mode):
-                if entry.name in (".git", "__pycache__") or rel == "dist" or rel in skip:
-                    continue
-                stack.append((rel, entry.path))
-                continue
-            if rel not in forced:
-                if _always_excluded(rel, entry.name) or rel in skip:
-                    continue
-                if include_spec is not None and not include_spec.match_file(rel):
-                    continue
-                if exclude_spec is not None and exclude_spec.match_file(rel):
-                    continue
-            _check_source_entry(rel, st)
-            selected.append(rel)
-    return sorted(selected, key=lambda p: p.encode("utf-8"))
-
-
-def _always_excluded(rel: str, name: str) -> bool:
-    return name in (".git", ".DS_Store") or name.endswith(".pyc") or rel == MANIFEST_JSON
-
-
-def _check_source_entry(rel: str, st: os.stat_result) -> None:
-    shown = _display(rel)
-    mode = st.st_mode
-    if not stat.S_ISREG(mode):
-        kind = (
-            "a symbolic link"
-            if stat.S_ISLNK(mode)
-            else "a FIFO"
-            if stat.S_ISFIFO(mode)
-            else "a device"
-            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-            else "a socket"
-            if stat.S_ISSOCK(mode)
-            else "not a regular file"
-        )
-        raise UnsafeArchiveError(
-            f"is {kind}; a package holds regular files and directories only: replace it with a regular "
-            "file or leave it out with [build] exclude",
-            path=shown,
-        )
-    try:
-        rel.encode("utf-8")
-    except UnicodeEncodeError:
-        raise UnsafeArchiveError(
-            "the file name is not valid UTF-8; allowed: UTF-8 file names (rename it or exclude it)",
-            path=shown,
-        ) from None
-    if "\\" in rel:
-        raise UnsafeArchiveError(
-            "the file name contains a backslash; allowed: names without `\\` (rename it or exclude it)",
-            path=shown,
-        )
-
-
-def select_files(
-    source: Path, *, include: Sequence[str], exclude: Sequence[str], readme: str | None = None
-) -> list[str]:
-    """The regular files of ``source`` that go into the package, as ``/``-separated paths relative to
-    ``source``, sorted by their UTF-8 bytes.
-
-    ``include`` and ``exclude`` are gitignore-style patterns (``[build]``): without ``include`` every
-    file is included; ``exclude`` always applies. Never packaged: ``.git``, a top-level ``dist/``,
-    ``__pycache__/``, ``*.pyc``, ``.DS_Store`` and a top-level ``MANIFEST.json`` (the builder writes its
-    own). ``extension.toml`` and the ``readme`` file (when given and present) are always included.
-    Symbolic links are never followed: a selected symlink, device, FIFO or socket is refused
-    (`UnsafeArchiveError`), as are names that are not UTF-8 or hold a backslash.
-    """
-    return _select(Path(source), include=include, exclude=exclude, readme=readme)
-
-
-def _source_date_epoch(value: int | None) -> int:
-    if value is None:
-        text = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
-        if not text:
-            return 0
-        if not text.isdigit():
-            raise ExtensionError(
-                f"SOURCE_DATE_EPOCH={text!r} is not a number; allowed: a non-negative integer (seconds since "
-                "1970-01-01 UTC), or unset for 0",
-                path="SOURCE_DATE_EPOCH",
-            )
-        value = int(text)
-    if value < 0:
-        raise ExtensionError(
-            f"source_date_epoch={value} is negative; allowed: a non-negative integer",
-            path="SOURCE_DATE_EPOCH",
-        )
-    return value
-
-
-class _HashingWriter:
-    """A write-only file object that hashes and counts what goes through it."""
-
-    def __init__(self, raw: IO[bytes]) -> None:
-        self._raw = raw
-        self.sha = hashlib.sha256()
-        self.size = 0
-
-    def write(self, data: bytes) -> int:
-        self.sha.update(data)
-        self.size += len(data)
-        return self._raw.write(data)
-
-    def flush(self) -> None:
-        self._raw.flush()
-
-
-class _HashingReader:
-    """A read-only file object that hashes what is read from it."""
-
-    def __init__(self, raw: IO[bytes]) -> None:
-        self._raw = raw
-        self.sha = hashlib.sha256()
-
-    def read(self, size: int = -1) -> bytes:
-        data = self._raw.read(size)
-        self.sha.update(data)
-        return data
-
-
-def _open_source_file(path: Path, rel: str) -> IO[bytes]:
-    """Open a source file without following a symlink, and check it is still a regular file."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as exc:
-        raise ArchiveError(
-            f"cannot read the file ({exc.strerror}); allowed: readable regular files", path=_display(rel)
-        ) from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise UnsafeArchiveError("is no longer a regular file; allowed: regular files", path=_display(rel))
-    return os.fdopen(fd, "rb")
-
-
-def _hash_file(path: Path, rel: str) -> tuple[int, str]:
-    sha = hashlib.sha256()
-    size = 0
-    with _open_source_file(path, rel) as f:
-        while chunk := f.read(CHUNK):
-            sha.update(chunk)
-            size += len(chunk)
-    return size, sha.hexdigest()
-
-
-def _manifest_json(name: str, version: str, files: Sequence[FileEntry]) -> bytes:
-    doc = {
-        "format": MANIFEST_FORMAT,
-        "name": name,
-        "version": version,
-        "files": [{"path": f.path, "size": f.size, "sha256": f.sha256} for f in files],
-    }
-    return (json.dumps(doc, sort_keys=True, indent=2) + "\n").encode("utf-8")
-
-
-def _tarinfo(name: str, *, is_dir: bool, size: int, mode: int, mtime: int) -> tarfile.TarInfo:
-    info = tarfile.TarInfo(name)
-    info.type = tarfile.DIRTYPE if is_dir else tarfile.REGTYPE
-    info.size = size
-    info.mode = mode
-    info.mtime = mtime
-    info.uid = info.gid = 0
-    info.uname = info.gname = ""
-    return info
-
-
-def build_package(
-    source: Path, out_dir: Path, *, source_date_epoch: int | None = None, limits: Limits = Limits()
-) -> BuiltPackage:
-    """Build the reproducible package of the extension in ``source`` as ``out_dir/NAME-VERSION.tar.gz``.
-
-    Name, version, readme and ``[build]`` come from ``extension.toml`` (`load_manifest`). The mtime of
-    every member is ``source_date_epoch``, else ``$SOURCE_DATE_EPOCH``, else 0. File contents are
-    streamed (read twice: hashed for MANIFEST.json, then copied and hashed again to make sure they did
-    not change). The limits apply to the package being built. The file is written to a temporary file
-    in ``out_dir`` and renamed into place, so a failed build leaves nothing behind.
-    """
-    source = Path(source)
-    out_dir = Path(out_dir)
-    with contextlib.suppress(FileNotFoundError):  # a missing one is load_manifest's to report
-        st = os.lstat(source / EXTENSION_TOML)
-        _check_source_entry(EXTENSION_TOML, st)  # never read extension.toml through a symlink
-        if st.st_size > limits.max_manifest_bytes:
-            raise _too_large(
-                f"extension.toml is {st.st_size} bytes; allowed: at most {limits.max_manifest_bytes} bytes",
-                path=EXTENSION_TOML,
-                limit="max_manifest_bytes",
-                value=st.st_size,
-            )
-    manifest = load_manifest(source)
-    name, version = str(manifest.name), str(manifest.version)
-    top = _top_for(manifest)
-    mtime = _source_date_epoch(source_date_epoch)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    # Never package our own output: the output directory when it is inside the source, or the
-    # package (and its temporary files) when the output directory is the source itself.
-    skip: set[str] = set()
-    with contextlib.suppress(ValueError):
-        out_rel = out_dir.resolve().relative_to(source.resolve()).as_posix()
-        if out_rel == ".":
-            skip.add(f"{top}.tar.gz")
-        else:
-            skip.add(out_rel)
-    rels = _select(
-        source,
-        include=manifest.build_include,
-        exclude=manifest.build_exclude,
-        readme=manifest.readme,
-        skip=frozenset(skip),
-    )
-    if MANIFEST_JSON in rels:  # forced in as the readme: still never a file of its own
-        rels.remove(MANIFEST_JSON)
-
-    # Names and limits, before any content is read.
-    registry = _PathRegistry()
-    dirs: set[str] = {top}
-    for rel in [*rels, MANIFEST_JSON]:
-        member = f"{top}/{rel}"
-        parts = _split_name(member, limits)
-        registry.add(parts, is_dir=False, shown=_display(member))
-        for i in range(1, len(parts)):
-            dirs.add("/".join(parts[:i]))
-    count = len(dirs) + len(rels) + 1
-    if count > limits.max_members:
-        raise _too_large(
-            f"the package would have {count} members; allowed: at most {limits.max_members} (leave files "
-            "out with [build] exclude)",
-            path=top,
-            limit="max_members",
-            value=count,
-        )
-
-    # Pass 1: hash every file for MANIFEST.json.
-    entries: list[FileEntry] = []
-    modes: dict[str, int] = {}
-    total = 0
-    for rel in rels:
-        path = source / rel
-        modes[rel] = 0o755 if os.lstat(path).st_mode & 0o111 else 0o644
-        size, digest = _hash_file(path, rel)
-        if rel == EXTENSION_TOML and size > limits.max_manifest_bytes:
-            raise _too_large(
-                f"extension.toml is {size} bytes; allowed: at most {limits.max_manifest_bytes} bytes",
-                path=f"{top}/{rel}",
-                limit="max_manifest_bytes",
-                value=size,
-            )
-        total += size
-        if total > limits.max_unpacked_bytes:
-            raise _too_large(
-                f"the files add up to more than {limits.max_unpacked_bytes} bytes; allowed: at most "
-                f"{limits.max_unpacked_bytes} bytes unpacked (leave files out with [build] exclude)",
-                path=f"{top}/{rel}",
-                limit="max_unpacked_bytes",
-                value=total,
-            )
-        entries.append(FileEntry(rel, size, digest))
-    manifest_bytes = _manifest_json(name, version, entries)
-    total += len(manifest_bytes)
-    if total > limits.max_unpacked_bytes:
-        raise _too_large(
-            f"the files add up to {total} bytes; allowed: at most {limits.max_unpacked_bytes} bytes unpacked",
-            path=f"{top}/{MANIFEST_JSON}",
-            limit="max_unpacked_bytes",
-            value=total,
-        )
-
-    # Pass 2: write the sorted members.
-    by_rel = {e.path: e for e in entries}
-    members: list[tuple[bytes, str, str | None]] = [(d.encode("utf-8"), d, None) for d in dirs]
-    members += [(f"{top}/{rel}".encode(), f"{top}/{rel}", rel) for rel in [*rels, MANIFEST_JSON]]
-    members.sort()
-    final = out_dir / f"{top}.tar.gz"
-    # The top directory can be 240 bytes long: a temporary name built on all of it would pass the
-    # file system's 255-byte limit on a name (OSError) where the final NAME-VERSION.tar.gz does not.
-    fd, tmp_name = tempfile.mkstemp(dir=out_dir, prefix=f".{top[:64]}.", suffix=".tar.gz.tmp")
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            writer = _HashingWriter(raw)
-            with (
-                gzip.GzipFile(filename="", mode="wb", compresslevel=COMPRESSLEVEL, fileobj=writer, mtime=0) as gz,
-                tarfile.TarFile(
-                    fileobj=gz, mode="w", format=tarfile.PAX_FORMAT, encoding="utf-8", errors="strict"
-                ) as tar,
-            ):
-                tar.copybufsize = CHUNK  # type: ignore[attr-defined]  # missing from the stubs
-                for _, member_name, member_rel in members:
-                    if member_rel is None:
-                        tar.addfile(_tarinfo(member_name, is_dir=True, size=0, mode=0o755, mtime=mtime))
-                    elif member_rel == MANIFEST_JSON:
-                        info = _tarinfo(member, is_dir=False, size=len(manifest_bytes), mode=0o644, mtime=mtime)
-                        tar.addfile(info, io.BytesIO(manifest_bytes))
-                    else:
-                        _add_file(tar, source, by_rel[member_rel], member_name, modes[member_rel], mtime)
-            raw.flush()
-            os.fsync(raw.fileno())
-        if writer.size > limits.max_package_bytes:
-            raise _too_large(
-                f"the package is {writer.size} bytes compressed; allowed: at most {limits.max_package_bytes} "
-                "bytes (leave files out with [build] exclude)",
-                path=final.name,
-                limit="max_package_bytes",
-                value=writer.size,
-            )
-        os.chmod(tmp_name, 0o644)
-        os.replace(tmp_name, final)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp_name)
-        raise
-    return BuiltPackage(
-        path=final,
-        name=name,
-        version=version,
-        sha256=writer.sha.hexdigest(),
-        size=writer.size,
-        files=tuple(entries),
-    )
-
-
-def _add_file(tar: tarfile.TarFile, source: Path, entry: FileEntry, member: str, mode: int, mtime: int) -> None:
-    changed = f"changed while the package was being built; allowed: a source that stays still ({REBUILD_HINT})"
-    with _open_source_file(source / entry.path, entry.path) as f:
-        if os.fstat(f.fileno()).st_size != entry.size:
-            raise ArchiveError(f"the file {changed}", path=_display(entry.path))
-        reader = _HashingReader(f)
-        info = _tarinfo(member, is_dir=False, size=entry.size, mode=mode, mtime=mtime)
-        try:
-            tar.addfile(info, reader)
-        except OSError as exc:
-            raise ArchiveError(f"the file {changed} ({exc})", path=_display(entry.path)) from None
-    if reader.sha.hexdigest() != entry.sha256:
-        raise ArchiveError(f"the file {changed}", path=_display(entry.path))
-
 
 # --------------------------------------------------------------------------------------------------
 # Streaming reads
@@ -1234,7 +646,7 @@ def _package_info(scan: _Scan, files: tuple[FileEntry, ...], readme_text: str | 
     )
 
 
-def inspect_package(source: Path | BinaryIO, *, limits: Limits = Limits()) -> PackageInfo:
+def inspect_package(source: Path | BinaryIO, *, limits: Limits = DEFAULT_LIMITS) -> PackageInfo:
     """Read a whole package, checking everything `safe_extract` checks, without writing anything.
 
     ``source`` is a path or a binary file object (read from its current position; not closed). A
@@ -1300,7 +712,7 @@ def _remove(tmp: Path) -> None:
         log.exception("could not remove the temporary directory %s", tmp)
 
 
-def safe_extract(source: Path | BinaryIO, dest: Path, *, limits: Limits = Limits()) -> PackageInfo:
+def safe_extract(source: Path | BinaryIO, dest: Path, *, limits: Limits = DEFAULT_LIMITS) -> PackageInfo:
     """Check and extract a package so that ``dest`` holds the contents of ``NAME-VERSION/``.
 
     ``dest`` must not exist. Members are checked one by one as they stream in and written into a
@@ -1334,7 +746,7 @@ def _read_head(path: Path, limit: int) -> bytes:
         return f.read(limit)
 
 
-def extract_source_archive(source: Path | BinaryIO, dest: Path, *, limits: Limits = Limits()) -> Path:
+def extract_source_archive(source: Path | BinaryIO, dest: Path, *, limits: Limits = DEFAULT_LIMITS) -> Path:
     """Check and extract an author's source tarball (for server-side builds) into ``dest``.
 
     The same safety rules and limits as `safe_extract`, but MANIFEST.json is not needed and the top
