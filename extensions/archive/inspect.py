@@ -42,7 +42,7 @@ from extensions.archive._common import (
     _too_large,
     _top_for,
 )
-from extensions.errors import ArchiveError, ArchiveTooLargeError, Problem, UnsafeArchiveError
+from extensions.errors import ArchiveError, ArchiveTooLargeError, ExtensionError, Problem, UnsafeArchiveError
 from extensions.manifest import Manifest, parse_manifest
 
 log = logging.getLogger(__name__)
@@ -281,6 +281,26 @@ def _check_type(member: tarfile.TarInfo, shown: str) -> None:
     raise UnsafeArchiveError(f"is {kind}; {_ALLOWED_TYPES}", path=shown)
 
 
+def _sparse(name: str) -> UnsafeArchiveError:
+    return UnsafeArchiveError(f"is a sparse file; {_ALLOWED_TYPES}", path=_display(name))
+
+
+def _next_member(tar: tarfile.TarFile) -> tarfile.TarInfo | None:
+    """``tar.next()``, with every way tarfile can fail on a malformed header (it raises ValueError,
+    OverflowError, UnicodeError, EOFError and others besides TarError) turned into `ArchiveError`.
+    Our own checks (`ExtensionError`) and the platform's (memory, I/O) pass through."""
+    try:
+        return tar.next()
+    except (ExtensionError, tarfile.TarError, MemoryError, OSError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - tarfile's parsing errors have no common base
+        raise ArchiveError(
+            f"not a valid tar archive: a corrupt header ({type(exc).__name__}: {_display(str(exc))[:200]}); "
+            f"allowed: a gzip-compressed POSIX tar ({REBUILD_HINT})",
+            path="",
+        ) from None
+
+
 class _Scanner:
     """One streaming pass: checks every header before its data, counts, hashes, optionally writes."""
 
@@ -318,6 +338,22 @@ class _Scanner:
                 scanner._header(info)
                 return info
 
+            # GNU sparse files, in every spelling (old GNU headers, PAX 0.0, 0.1 and 1.0, and the
+            # GNU.sparse.* records on their own), are refused before tarfile parses their maps: a
+            # malformed map would otherwise raise ValueError deep inside tarfile.
+            def _proc_sparse(self, tarfile: tarfile.TarFile) -> tarfile.TarInfo:
+                raise _sparse(self.name)
+
+            def _proc_gnusparse_00(self, next: tarfile.TarInfo, *args: Any) -> None:
+                raise _sparse(next.name)
+
+            _proc_gnusparse_01 = _proc_gnusparse_10 = _proc_gnusparse_00
+
+            def _apply_pax_info(self, pax_headers: dict[str, str], encoding: str, errors: str) -> None:
+                if any(key.startswith("GNU.sparse.") for key in pax_headers):
+                    raise _sparse(self.name)
+                super()._apply_pax_info(pax_headers, encoding, errors)  # type: ignore[misc]
+
         try:
             with tarfile.open(  # type: ignore[call-overload]  # stream mode needs only read()
                 fileobj=gunzip,
@@ -327,7 +363,7 @@ class _Scanner:
                 encoding="utf-8",
                 errors="surrogateescape",
             ) as tar:
-                while (member := tar.next()) is not None:
+                while (member := _next_member(tar)) is not None:
                     tar.members.clear()  # tarfile keeps every TarInfo; we need only the current one
                     self._member(tar, member)
                 self._end(tar)
