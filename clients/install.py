@@ -561,7 +561,7 @@ def install(
             if chosen.type != type and name not in provided:
                 raise ClientError(
                     f"{extension} is a {chosen.type}, not a {type}: "
-                    f"use `provisioning {_group(chosen.type)} create {extension}`",
+                    f"use `provisioning {cli_group(chosen.type)} create {extension}`",
                     code="bad_request",
                 )
             entries = _entries(resolution, client)
@@ -610,8 +610,13 @@ def yanked_pins(client: RegistryClient, entries: Iterable[LockedExtension]) -> d
     return found
 
 
-def _group(type: str) -> str:
-    return "providers" if type == "provider" else type
+#: The CLI's command group for each type it creates: ``provisioning taskserv|cluster|providers create``.
+CLI_GROUPS = {"taskserv": "taskserv", "cluster": "cluster", "provider": "providers"}
+
+
+def cli_group(type: str) -> str:
+    """The command group that creates a type (``provider`` -> ``providers``)."""
+    return CLI_GROUPS.get(type, type)
 
 
 def sync(

@@ -34,6 +34,7 @@ from clients.errors import ClientError, os_error_message
 from clients.files import atomic_write
 from extensions.errors import ExtensionError
 from extensions.index import IndexCatalogue, parse_index
+from extensions.kinds import KINDS, plural
 from extensions.names import NAME_RE
 
 __all__ = [
@@ -297,7 +298,7 @@ class RegistryClient:
 
     def provided(self, kind: str) -> list[dict[str, Any]]:
         """``GET /api/v1/extensions/{kind}s``: every provided name of a kind (``taskserv`` or ``taskservs``)."""
-        kinds = kind if kind.endswith("s") else f"{kind}s"
+        kinds = kind if kind in KINDS else plural(kind)
         data: list[dict[str, Any]] = self._get(f"api/v1/extensions/{kinds}")
         return data
 

@@ -85,6 +85,8 @@ from typing import TYPE_CHECKING, Any
 from clients.errors import ClientError, UsageError, home_unusable
 from clients.registry_client import IntegrityError, RegistryUnavailable
 from extensions.errors import ExtensionError
+from extensions.kinds import TYPES as EXTENSION_TYPES
+from extensions.kinds import plural, singular
 from extensions.names import is_valid_name, suggest_name
 from extensions.versions import Constraint, Requirement, Version
 
@@ -121,7 +123,6 @@ __all__ = [
     "runtime_version_from_env",
 ]
 
-EXTENSION_TYPES = ("provider", "taskserv", "cluster", "template")
 DEFAULT_CACHE_SIZE = 100
 STATE_FORMAT = 1
 MODES = ("full", "restricted", "disabled")
@@ -387,10 +388,8 @@ class LoaderMetrics:
 
 def normalise_type(text: str) -> str:
     """``taskserv`` (also ``Taskserv``, the platform's spelling, and ``taskservs``); UsageError else."""
-    value = str(text).strip().lower()
-    if value.endswith("s") and value[:-1] in EXTENSION_TYPES:
-        value = value[:-1]
-    if value not in EXTENSION_TYPES:
+    value = singular(str(text).strip().lower())
+    if value is None:
         raise UsageError(
             f"unknown extension type {str(text)[:40]!r}: use one of {', '.join(EXTENSION_TYPES)}",
             details=[{"path": "type", "allowed": list(EXTENSION_TYPES)}],
@@ -577,7 +576,7 @@ class _LocalIndex:
         found = []
         for rank, directory in enumerate(self.dirs):
             for kind in EXTENSION_TYPES:
-                base = directory / f"{kind}s" / name
+                base = directory / plural(kind) / name
                 if (base / "extension.toml").is_file():
                     found.append((rank, _local_candidate(base, kind, name, None)))
                 elif base.is_dir():
@@ -618,7 +617,7 @@ class _LocalIndex:
         for directory in self.dirs:
             for kind in EXTENSION_TYPES:
                 with contextlib.suppress(OSError):
-                    names.update(p.name for p in (directory / f"{kind}s").iterdir() if is_valid_name(p.name))
+                    names.update(p.name for p in (directory / plural(kind)).iterdir() if is_valid_name(p.name))
         return names
 
 

@@ -43,19 +43,19 @@ from clients.registry_client import (
 )
 from extensions.archive import MANIFEST_JSON, safe_extract
 from extensions.errors import ExtensionError
+from extensions.kinds import TYPES as EXTENSION_TYPES
+from extensions.kinds import plural
 from extensions.names import NAME_RE
 from extensions.versions import Version
 
 __all__ = ["EXTENSION_TYPES", "IntegrityError", "Store", "kind_dir", "verify_tree"]
-
-EXTENSION_TYPES = ("provider", "taskserv", "cluster", "template")
 
 
 def kind_dir(type: str) -> str:
     """The plural directory name of a type: ``taskserv`` -> ``taskservs``."""
     if type not in EXTENSION_TYPES:
         raise ClientError(f"unknown extension type {type!r}: use one of {', '.join(EXTENSION_TYPES)}")
-    return f"{type}s"
+    return plural(type)
 
 
 def _check_coordinates(type: str, name: str, version: str) -> None:

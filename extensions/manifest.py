@@ -31,7 +31,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal, cast, get_args
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import pathspec
@@ -46,6 +46,7 @@ from extensions.errors import (
     Problem,
     VersionError,
 )
+from extensions.kinds import KINDS, SINGULAR, ExtensionType
 from extensions.names import CanonicalName, validate_name
 from extensions.versions import Constraint, Version, parse_requirement
 
@@ -65,9 +66,6 @@ __all__ = [
 MANIFEST_FILENAME = "extension.toml"
 MAX_MANIFEST_BYTES = 64 * 1024
 
-ExtensionType = Literal["provider", "taskserv", "cluster", "template"]
-KINDS = ("providers", "taskservs", "clusters", "templates")
-_TYPE_OF_KIND: dict[str, ExtensionType] = dict(zip(KINDS, get_args(ExtensionType), strict=True))
 
 MAX_KEYWORDS = 10
 MAX_KEYWORD_LENGTH = 32
@@ -692,7 +690,7 @@ class _Checker:
         provides = cast(dict[str, tuple[str, ...]], self.fields["provides"])
         named = [kind for kind in KINDS if provides.get(kind)]
         if len(named) == 1:
-            self.fields["type"] = _TYPE_OF_KIND[named[0]]
+            self.fields["type"] = SINGULAR[named[0]]
             return
         if not isinstance(self.data.get("extension"), dict):
             return  # the schema reports the missing table

@@ -43,6 +43,7 @@ from collections.abc import Iterable
 from typing import NewType
 
 from extensions.errors import InvalidNameError
+from extensions.kinds import KINDS, TYPES
 
 CanonicalName = NewType("CanonicalName", str)
 
@@ -61,14 +62,8 @@ NAME_RULE = "use lower-case letters, digits and single hyphens, starting with a 
 #: Never an extension name: they clash with the registry's URLs and the client's commands.
 RESERVED_NAMES: frozenset[str] = frozenset(
     {
-        "provider",
-        "providers",
-        "taskserv",
-        "taskservs",
-        "cluster",
-        "clusters",
-        "template",
-        "templates",
+        *TYPES,
+        *KINDS,
         "loaded",
         "reload",
         "install",

@@ -23,6 +23,7 @@ from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from extensions.kinds import SINGULAR, TYPES, singular
 from extensions.manifest import is_valid_keyword, manifest_schema
 from registry import openapi as _openapi  # noqa: F401 - registers the authentication schemes
 from registry import selectors, services, storage
@@ -214,7 +215,7 @@ class ErrorEnvelope(serializers.Serializer):
 
 class ExtensionItem(serializers.Serializer):
     name = serializers.CharField()
-    type = serializers.ChoiceField(choices=selectors.TYPES)
+    type = serializers.ChoiceField(choices=TYPES)
     version = serializers.CharField(allow_null=True, help_text="latest non-yanked version; null if all are yanked")
     description = serializers.CharField()
     author = serializers.CharField(allow_null=True)
@@ -260,7 +261,7 @@ class ExtensionDetail(ExtensionItem):
 
 class ProvidedBy(serializers.Serializer):
     # A CharField: the same choices as `type` under another name would be a second enum component.
-    kind = serializers.CharField(help_text="the singular kind: " + " | ".join(selectors.TYPES))
+    kind = serializers.CharField(help_text="the singular kind: " + " | ".join(TYPES))
     name = serializers.CharField()
     extension = serializers.CharField()
     version = serializers.CharField(allow_null=True)
@@ -284,7 +285,7 @@ class PackageFile(serializers.Serializer):
 class VersionDetail(serializers.Serializer):
     name = serializers.CharField()
     version = serializers.CharField()
-    type = serializers.ChoiceField(choices=selectors.TYPES)
+    type = serializers.ChoiceField(choices=TYPES)
     description = serializers.CharField()
     manifest = serializers.DictField(help_text="extension.toml as validated (Manifest.to_dict())")
     dependencies = DependencyItem(many=True)
@@ -313,7 +314,7 @@ class DependentVersion(serializers.Serializer):
 
 class Dependent(serializers.Serializer):
     name = serializers.CharField()
-    type = serializers.ChoiceField(choices=selectors.TYPES)
+    type = serializers.ChoiceField(choices=TYPES)
     description = serializers.CharField()
     latest_version = serializers.CharField(allow_null=True)
     versions = DependentVersion(many=True, help_text="its versions that depend on the extension, newest first")
@@ -373,7 +374,7 @@ class ExtensionListApi(ApiView):
         ),
         parameters=[
             OpenApiParameter("q", str, description="matches name, description and keywords, case-insensitively"),
-            OpenApiParameter("type", str, enum=list(selectors.TYPES), description="only this type"),
+            OpenApiParameter("type", str, enum=list(TYPES), description="only this type"),
             OpenApiParameter("keyword", str, description="only extensions with this keyword"),
             *_PAGING,
         ],
@@ -391,9 +392,9 @@ class ExtensionListApi(ApiView):
             raise _bad_param("q", f"use at most {MAX_QUERY_CHARS} printable characters", q)
         kind = params.get("type") or None
         if kind is not None:
-            kind = selectors.SINGULAR.get(kind, kind)
-            if kind not in selectors.TYPES:
-                raise _bad_param("type", f"use one of {', '.join(selectors.TYPES)}", params["type"])
+            kind = singular(kind)
+            if kind is None:
+                raise _bad_param("type", f"use one of {', '.join(TYPES)}", params["type"])
         keyword = (params.get("keyword") or "").strip().lower() or None
         if keyword is not None and not is_valid_keyword(keyword):
             raise _bad_param("keyword", "use lower-case letters, digits and hyphens, at most 32 characters", keyword)
@@ -439,19 +440,19 @@ class ProvidedLookupApi(ApiView):
             "type named NAME) and answers like GET /api/v1/extensions/{name}/, plus provided_by."
         ),
         parameters=[
-            OpenApiParameter("type", str, OpenApiParameter.PATH, enum=list(selectors.TYPES), description="singular"),
+            OpenApiParameter("type", str, OpenApiParameter.PATH, enum=list(TYPES), description="singular"),
             OpenApiParameter("name", str, OpenApiParameter.PATH, description="the provided name"),
         ],
         responses={200: _envelope("LookupEnvelope", ExtensionLookup()), 404: _ERRORS[404]},
         tags=["catalog"],
     )
     def get(self, request: Request, type: str, name: str) -> Response:
-        if type not in selectors.TYPES:
-            singular = selectors.SINGULAR.get(type)
-            hint = f" (the singular {singular!r})" if singular else ""
+        if type not in TYPES:
+            one = SINGULAR.get(type)
+            hint = f" (the singular {one!r})" if one else ""
             raise NotFound(
-                f"unknown type {type[:40]!r}: use one of {', '.join(selectors.TYPES)}{hint}",
-                details=[{"path": "type", "allowed": list(selectors.TYPES)}],
+                f"unknown type {type[:40]!r}: use one of {', '.join(TYPES)}{hint}",
+                details=[{"path": "type", "allowed": list(TYPES)}],
             )
         extension, row = selectors.provider_lookup(kind=type, name=name)
         data = extension_detail(extension, base_url(request))

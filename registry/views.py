@@ -27,6 +27,7 @@ from django.urls import Resolver404, resolve, reverse
 from django.views import defaults
 from django.views.decorators.http import condition, require_safe
 
+from extensions.kinds import TYPES, plural, singular
 from extensions.manifest import is_valid_keyword
 from registry import exceptions, selectors
 from registry.api import base_url
@@ -65,9 +66,6 @@ MAX_PAGE_DIGITS = 9
 #: Files of a version listed on its page (a package may have thousands; the rest are counted).
 MAX_FILES_SHOWN = 500
 MAX_DEPENDENTS_SHOWN = 50
-#: The kinds browsed from the home page, in this order (templates only when there are some).
-BROWSE_TYPES = ("provider", "taskserv", "cluster", "template")
-_PLURAL_TITLE = {"provider": "Providers", "taskserv": "Taskservs", "cluster": "Clusters", "template": "Templates"}
 _TEMPLATES_DIR = Path(settings.BASE_DIR) / "templates"
 _STATIC_DIR = Path(__file__).resolve().parent / "static" / "registry"
 
@@ -263,7 +261,7 @@ def home(request: HttpRequest) -> HttpResponse:
     """The front page: the search box, counts, the latest publishes, and browsing by kind."""
     stats = selectors.catalog_stats()
     kinds = []
-    for kind in BROWSE_TYPES:
+    for kind in TYPES:  # templates only when there are some
         count = stats.extensions_by_type.get(kind, 0)
         if kind == "template" and not count:
             continue
@@ -271,7 +269,7 @@ def home(request: HttpRequest) -> HttpResponse:
         kinds.append(
             {
                 "type": kind,
-                "title": _PLURAL_TITLE[kind],
+                "title": plural(kind).capitalize(),
                 "count": count,
                 "url": "/search?" + urllib.parse.urlencode({"type": kind}),
                 "extensions": [extension for extension, _ in sample],
@@ -302,10 +300,9 @@ def _search_query(params: Any) -> SearchQuery:
         notices.append(f"The search was cut to its first {MAX_QUERY_CHARS} characters.")
     kind: str | None = (params.get("type") or "").strip().lower() or None
     if kind is not None:
-        kind = selectors.SINGULAR.get(kind, kind)
-        if kind not in selectors.TYPES:
-            notices.append(f"Unknown type {kind[:40]!r} ignored: use one of {', '.join(selectors.TYPES)}.")
-            kind = None
+        if singular(kind) is None:
+            notices.append(f"Unknown type {kind[:40]!r} ignored: use one of {', '.join(TYPES)}.")
+        kind = singular(kind)
     keyword: str | None = (params.get("keyword") or "").strip().lower() or None
     if keyword is not None and not is_valid_keyword(keyword):
         notices.append("A keyword is lower-case letters, digits and hyphens (at most 32): the filter was ignored.")
@@ -347,12 +344,12 @@ def search(request: HttpRequest) -> HttpResponse:
         {"label": "All", "type": None, "url": _search_url(query, type=None, page=1), "current": query.type is None}
     ] + [
         {
-            "label": _PLURAL_TITLE[kind],
+            "label": plural(kind).capitalize(),
             "type": kind,
             "url": _search_url(query, type=kind, page=1),
             "current": query.type == kind,
         }
-        for kind in selectors.TYPES
+        for kind in TYPES
     ]
     context = {
         "query": query,
