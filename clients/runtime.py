@@ -88,7 +88,7 @@ from extensions.errors import ExtensionError
 from extensions.kinds import TYPES as EXTENSION_TYPES
 from extensions.kinds import plural, singular
 from extensions.names import is_valid_name, suggest_name
-from extensions.versions import Constraint, Requirement, Version
+from extensions.versions import Constraint, Requirement, Version, runs_on
 
 if TYPE_CHECKING:
     from clients.registry_client import RegistryClient
@@ -607,7 +607,11 @@ class _LocalIndex:
         for rank, candidate in self._scan(name):
             by_rank.setdefault(rank, []).append(candidate)
         for rank in sorted(by_rank):
-            fits = [c.version for c in by_rank[rank] if _runtime_ok(c, runtime) and not c.version.is_prerelease]
+            fits = [
+                c.version
+                for c in by_rank[rank]
+                if runs_on(c.provisioning_version, runtime) and not c.version.is_prerelease
+            ]
             if fits:
                 return max(fits)
         return None
@@ -637,10 +641,6 @@ def _dedupe(candidates: Iterator[Candidate] | Sequence[Candidate]) -> list[Candi
     for candidate in candidates:
         seen.setdefault(candidate.version, candidate)
     return sorted(seen.values(), key=lambda c: c.version, reverse=True)
-
-
-def _runtime_ok(candidate: Candidate, runtime: Version | None) -> bool:
-    return runtime is None or candidate.provisioning_version is None or candidate.provisioning_version.contains(runtime)
 
 
 def _read_manifest(path: Path) -> Manifest:
@@ -1309,7 +1309,7 @@ def discover(
             {
                 "version": str(c.version),
                 "yanked": c.yanked,
-                "compatible": None if runtime is None else _runtime_ok(c, runtime),
+                "compatible": None if runtime is None else runs_on(c.provisioning_version, runtime),
                 "provisioning_version": None if c.provisioning_version is None else str(c.provisioning_version),
                 "published_at": c.extra.get("published_at"),
             }

@@ -56,7 +56,7 @@ from resolvelib.resolvers import RequirementInformation
 from resolvelib.resolvers import Resolution as _Search
 
 from extensions.errors import ExtensionError, ResolutionError
-from extensions.versions import Constraint, Requirement, Version, parse_requirement, parse_version
+from extensions.versions import Constraint, Requirement, Version, parse_requirement, parse_version, runs_on
 
 __all__ = [
     "Candidate",
@@ -324,7 +324,7 @@ class _Name:
         runtime_ok = 0
         yanked = 0
         for i, candidate in enumerate(self.candidates):
-            if _runtime_ok(candidate, runtime):
+            if runs_on(candidate.provisioning_version, runtime):
                 runtime_ok |= 1 << i
             if candidate.yanked:
                 yanked |= 1 << i
@@ -340,11 +340,6 @@ class _Name:
         self.allowed = runtime_ok & (~yanked | revived)
         self.masks: dict[Constraint, int] = {}
         self.lists: dict[int, list[Candidate]] = {}
-
-
-def _runtime_ok(candidate: Candidate, runtime: Version | None) -> bool:
-    pv = candidate.provisioning_version
-    return runtime is None or pv is None or pv.contains(runtime, include_prereleases=True)
 
 
 class _Provider(AbstractProvider[Requirement, Candidate, str]):
@@ -496,7 +491,7 @@ class _Provider(AbstractProvider[Requirement, Candidate, str]):
     def why_skipped(self, candidate: Candidate, requirements: Sequence[Requirement] = ()) -> tuple[str, str] | None:
         """Why a rule keeps ``candidate`` out although the constraints (pre-releases aside) admit it,
         as ``(rule, text)`` with rule ``runtime``, ``yanked`` or ``prerelease``; None if no rule does."""
-        if not _runtime_ok(candidate, self.runtime):
+        if not runs_on(candidate.provisioning_version, self.runtime):
             pv = candidate.provisioning_version
             assert pv is not None
             return "runtime", f"needs provisioning {describe_constraint(pv)}, the runtime is {self.runtime}"
@@ -818,7 +813,7 @@ def _locked_ignored(
         index = info.index.get(version)
         if index is None:
             reason = f"{name} {version} does not exist (any more)"
-        elif not _runtime_ok(info.candidates[index], provider.runtime):
+        elif not runs_on(info.candidates[index].provisioning_version, provider.runtime):
             why = provider.why_skipped(info.candidates[index])
             reason = f"{name} {version} {why[1] if why else 'does not suit the runtime'}"
         else:

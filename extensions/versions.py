@@ -49,6 +49,7 @@ __all__ = [
     "parse_constraint",
     "parse_requirement",
     "parse_version",
+    "runs_on",
 ]
 
 MAX_VERSION_LENGTH = 256
@@ -851,3 +852,17 @@ def parse_requirement(text: str) -> Requirement:
         )
     constraint = Constraint.parse(rest.strip()) if rest.strip() else Constraint.ANY
     return Requirement(name, constraint)
+
+
+def runs_on(provisioning_version: Constraint | None, runtime: Version | None) -> bool:
+    """Whether an extension whose ``provisioning_version`` is the given constraint runs on a runtime
+    of version ``runtime`` (no constraint, or no runtime version known: it does).
+
+    A pre-release runtime is placed by SemVer precedence (``include_prereleases=True``): the
+    pre-release rule of SPEC 2.3 says which *candidate* versions may be chosen, and a runtime's
+    version is not chosen, it is what is running. So runtime ``1.5.0-rc.1`` satisfies ``>=1.0.0``
+    (else nothing would load on a release candidate) but not ``>=1.5.0`` (it predates 1.5.0) nor
+    ``^1.4`` when the runtime is ``2.0.0-rc.1`` (``^1.4`` is ``>=1.4.0, <2.0.0-0``)."""
+    if provisioning_version is None or runtime is None:
+        return True
+    return provisioning_version.contains(runtime, include_prereleases=True)

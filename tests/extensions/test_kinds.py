@@ -12,8 +12,10 @@ from extensions.names import RESERVED_NAMES
 def test_the_types_and_kinds_are_the_four_of_the_spec_in_order() -> None:
     assert TYPES == ("provider", "taskserv", "cluster", "template")
     assert KINDS == ("providers", "taskservs", "clusters", "templates")
-    assert PLURAL == dict(zip(TYPES, KINDS, strict=True))
-    assert SINGULAR == dict(zip(KINDS, TYPES, strict=True))
+    assert PLURAL["taskserv"] == "taskservs"
+    assert SINGULAR["taskservs"] == "taskserv"
+    assert list(PLURAL.items()) == list(zip(TYPES, KINDS, strict=True))
+    assert list(SINGULAR.items()) == list(zip(KINDS, TYPES, strict=True))
 
 
 @pytest.mark.parametrize(
