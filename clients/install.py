@@ -44,6 +44,7 @@ from clients.registry_client import RegistryClient, RegistryError, RegistryUnava
 from clients.store import Store, kind_dir, verify_tree
 from extensions.archive import MANIFEST_JSON
 from extensions.errors import ExtensionError, ResolutionError
+from extensions.graph import DependencyCycleError, dependency_order
 from extensions.index import parse_index
 from extensions.manifest import Manifest, load_manifest
 from extensions.resolver import Candidate, Resolution, describe_requirement, resolve
@@ -224,19 +225,14 @@ def _entries(resolution: Resolution, client: RegistryClient) -> list[LockedExten
 
 
 def _order(entries: Sequence[LockedExtension]) -> list[LockedExtension]:
-    """Dependencies first, ties by name (a lockfile lists entries by name)."""
+    """Dependencies first, ties by name (a lockfile lists entries by name); by name alone if they
+    form a cycle (the resolver refuses them; a hand-made lock might not)."""
     by_name = {e.name: e for e in entries}
-    needs = {e.name: {parse_requirement(d).name for d in e.dependencies} & set(by_name) for e in entries}
-    ordered: list[LockedExtension] = []
-    done: set[str] = set()
-    while len(done) < len(by_name):
-        ready = sorted(n for n in by_name if n not in done and needs[n] <= done)
-        if not ready:  # a cycle (the resolver refuses them; a hand-made lock might not)
-            ready = sorted(n for n in by_name if n not in done)
-        for name in ready:
-            ordered.append(by_name[name])
-            done.add(name)
-    return ordered
+    try:
+        names = dependency_order({e.name: [parse_requirement(d).name for d in e.dependencies] for e in entries})
+    except DependencyCycleError:
+        names = sorted(by_name)
+    return [by_name[name] for name in names]
 
 
 # --------------------------------------------------------------------------------------------------

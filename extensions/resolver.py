@@ -45,7 +45,6 @@ returns are cached per mask. The provider also picks the next name to pin itself
 from __future__ import annotations
 
 import difflib
-import heapq
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,6 +55,7 @@ from resolvelib.resolvers import RequirementInformation
 from resolvelib.resolvers import Resolution as _Search
 
 from extensions.errors import ExtensionError, ResolutionError
+from extensions.graph import DependencyCycleError, dependency_order
 from extensions.versions import Constraint, Requirement, Version, parse_requirement, parse_version, runs_on
 
 __all__ = [
@@ -859,43 +859,16 @@ def _skipped(
 
 
 def install_order(resolved: Mapping[str, Candidate]) -> list[str]:
-    """Names with dependencies before dependents; among names that are ready, alphabetical (Kahn's
-    algorithm with a heap). Dependencies on names outside ``resolved`` are ignored. A cycle raises
-    ``ResolutionError`` naming it: ``a -> b -> a`` (a requires b, b requires a)."""
-    needs: dict[str, set[str]] = {}
-    dependents: dict[str, list[str]] = {name: [] for name in resolved}
-    for name, candidate in resolved.items():
-        deps = {r.name for r in candidate.dependencies if r.name in resolved}
-        needs[name] = deps
-        for dep in deps:
-            dependents[dep].append(name)
-    waiting = {name: len(deps) for name, deps in needs.items()}
-    ready = [name for name, count in waiting.items() if count == 0]
-    heapq.heapify(ready)
-    order: list[str] = []
-    while ready:
-        name = heapq.heappop(ready)
-        order.append(name)
-        for dependent in dependents[name]:
-            waiting[dependent] -= 1
-            if waiting[dependent] == 0:
-                heapq.heappush(ready, dependent)
-    if len(order) < len(resolved):
-        raise _cycle_error(needs, {name for name, count in waiting.items() if count > 0})
-    return order
+    """Names with dependencies before dependents; among names that are ready, alphabetical
+    (`extensions.graph.dependency_order`). Dependencies on names outside ``resolved`` are ignored.
+    A cycle raises ``ResolutionError`` naming it: ``a -> b -> a`` (a requires b, b requires a)."""
+    try:
+        return dependency_order({name: [r.name for r in c.dependencies] for name, c in resolved.items()})
+    except DependencyCycleError as exc:
+        raise _cycle_error(exc.cycle) from None
 
 
-def _cycle_error(needs: Mapping[str, set[str]], left: set[str]) -> ResolutionError:
-    # Every name left waits for another name left, so following the (alphabetically first) wait
-    # from the first name left must come back to a name already on the walk.
-    walk: list[str] = []
-    position: dict[str, int] = {}
-    name = min(left)
-    while name not in position:
-        position[name] = len(walk)
-        walk.append(name)
-        name = min(n for n in needs[name] if n in left)
-    cycle = [*walk[position[name] :], name]
+def _cycle_error(cycle: list[str]) -> ResolutionError:
     text = " -> ".join(cycle)
     message = (
         f"the resolved extensions depend on each other in a cycle: {text}; "
