@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.http import FileResponse, HttpResponse, HttpResponseBase, HttpResponseRedirect
+from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers
@@ -44,7 +45,7 @@ SCHEMA_MEDIA_TYPE = "application/schema+json"
 
 
 def download_url(base: str, version: Version) -> str:
-    return f"{base}/api/v1/extensions/{version.extension.name}/versions/{version.canonical}/download"
+    return base + reverse("version-download", kwargs={"name": version.extension.name, "version": version.canonical})
 
 
 def _iso(value: Any) -> str | None:

@@ -12,8 +12,11 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from django.urls import reverse
+
 from extensions.errors import ExtensionError
 from extensions.index import parse_index
+from extensions.kinds import plural
 from extensions.resolver import Candidate, Resolution, resolve
 from extensions.versions import Constraint, Version
 from registry import selectors
@@ -63,7 +66,7 @@ class DatabaseCatalogue:
 
 
 def download_url(base_url: str, name: str, version: str) -> str:
-    return f"{base_url}/api/v1/extensions/{name}/versions/{version}/download"
+    return base_url + reverse("version-download", kwargs={"name": name, "version": version})
 
 
 def _entry(candidate: Candidate, base_url: str) -> dict[str, Any]:
@@ -120,7 +123,7 @@ def _extension_for(kind: str, name: str) -> str:
     other = Extension.objects.filter(name=name).exclude(index_etag="").values_list("type", flat=True).first()
     if other is not None:
         raise NotFound(
-            f"{name!r} is a {other}, not a {kind}: use POST /api/v1/extensions/{other}s/install",
+            f"{name!r} is a {other}, not a {kind}: use POST {reverse('install-plan', kwargs={'kinds': plural(other)})}",
             details=[{"name": name, "type": other}],
         )
     from difflib import get_close_matches

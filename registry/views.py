@@ -271,7 +271,7 @@ def home(request: HttpRequest) -> HttpResponse:
                 "type": kind,
                 "title": plural(kind).capitalize(),
                 "count": count,
-                "url": "/search?" + urllib.parse.urlencode({"type": kind}),
+                "url": reverse("catalog-search") + "?" + urllib.parse.urlencode({"type": kind}),
                 "extensions": [extension for extension, _ in sample],
             }
         )
@@ -317,7 +317,8 @@ def _search_url(query: SearchQuery, **changes: Any) -> str:
     if values["page"] == 1:
         values["page"] = None
     query_string = urllib.parse.urlencode({k: v for k, v in values.items() if v})
-    return f"/search?{query_string}" if query_string else "/search"
+    search = reverse("catalog-search")
+    return f"{search}?{query_string}" if query_string else search
 
 
 @catalog_page
@@ -404,7 +405,7 @@ def extension_page(request: HttpRequest, name: str) -> HttpResponse:
         "dependents_more": max(0, dependents.total - len(dependents.items)),
         **_commands(extension),
         "registry": base_url(request),
-        "api_url": f"/api/v1/extensions/{extension.name}/",
+        "api_url": reverse("extension-detail", kwargs={"name": extension.name}),
         "title": extension.name,
     }
     return render(request, "catalog/extension.html", context)
@@ -444,10 +445,10 @@ def version_page(request: HttpRequest, name: str, version: str) -> HttpResponseB
             "required_env": [str(e) for e in manifest.get("required_env") or []],
             "optional_env": [str(e) for e in manifest.get("optional_env") or []],
         },
-        "build_url": f"/builds/{build_id}/" if build_id else None,
+        "build_url": reverse("catalog-build", kwargs={"build_id": build_id}) if build_id else None,
         **_commands(extension, row.canonical),
         "registry": base_url(request),
-        "api_url": f"/api/v1/extensions/{extension.name}/versions/{row.canonical}/",
+        "api_url": reverse("version-detail", kwargs={"name": extension.name, "version": row.canonical}),
         "title": f"{extension.name} {row.version}",
     }
     return render(request, "catalog/version.html", context)
