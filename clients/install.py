@@ -48,7 +48,7 @@ from extensions.graph import DependencyCycleError, dependency_order
 from extensions.index import parse_index
 from extensions.manifest import Manifest, load_manifest
 from extensions.resolver import Candidate, Resolution, describe_requirement, resolve
-from extensions.versions import Constraint, Version, parse_requirement
+from extensions.versions import Constraint, SemVer, parse_requirement
 
 __all__ = [
     "InstallReport",
@@ -462,7 +462,7 @@ def _change(was: str | None, now: str) -> str:
     """How a tree replaces the one in place: ``upgraded``, ``downgraded``, ``restored`` (the same
     version, put back because its files had changed) or ``replaced`` (the old version is unknown)."""
     try:
-        old, new = Version.parse(was or ""), Version.parse(now)
+        old, new = SemVer.parse(was or ""), SemVer.parse(now)
     except ExtensionError:
         return "replaced"
     return "upgraded" if new > old else "downgraded" if new < old else "restored"

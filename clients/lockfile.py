@@ -38,7 +38,7 @@ from clients.files import atomic_write
 from extensions.errors import ExtensionError
 from extensions.kinds import TYPES
 from extensions.names import NAME_RE
-from extensions.versions import Requirement, Version, parse_requirement
+from extensions.versions import Requirement, SemVer, parse_requirement
 
 __all__ = ["LOCKFILE_NAME", "LOCKFILE_VERSION", "LockedExtension", "Lockfile"]
 
@@ -144,7 +144,7 @@ class Lockfile:
                 raise bad(f"{where}.name", f"{name!r} is locked twice: each extension appears once")
             seen.add(name)
             try:
-                Version.parse(version)
+                SemVer.parse(version)
             except ExtensionError as exc:
                 raise bad(f"{where}.version", exc.message) from None
             if type_ not in TYPES:

@@ -88,7 +88,7 @@ from extensions.errors import ExtensionError
 from extensions.kinds import TYPES as EXTENSION_TYPES
 from extensions.kinds import plural, singular
 from extensions.names import is_valid_name, suggest_name
-from extensions.versions import Constraint, Requirement, Version, runs_on
+from extensions.versions import Constraint, Requirement, SemVer, runs_on
 
 if TYPE_CHECKING:
     from clients.registry_client import RegistryClient
@@ -397,9 +397,9 @@ def normalise_type(text: str) -> str:
     return value
 
 
-def _exact_version(text: str) -> Version:
+def _exact_version(text: str) -> SemVer:
     try:
-        return Version.parse(str(text).strip().removeprefix("=").strip()).without_build()
+        return SemVer.parse(str(text).strip().removeprefix("=").strip()).without_build()
     except ExtensionError as exc:
         raise UsageError(
             f"version {str(text)[:80]!r} is not a version: {exc.message}", details=[{"path": "version"}]
@@ -426,7 +426,7 @@ def runtime_version_from_env(value: str | None = None, environ: Mapping[str, str
     if text is None:
         return None
     try:
-        return str(Version.parse(text.strip()))
+        return str(SemVer.parse(text.strip()))
     except ExtensionError as exc:
         where = "--runtime-version" if value else "PROVISIONING_VERSION"
         raise UsageError(f"{where}: {exc.message}", details=[{"path": where}]) from None
@@ -436,7 +436,7 @@ def runtime_version_from_env(value: str | None = None, environ: Mapping[str, str
 class _Spec:
     """A requested version: exact, a constraint, or any."""
 
-    exact: Version | None
+    exact: SemVer | None
     constraint: Constraint
 
     @property
@@ -449,7 +449,7 @@ class _Spec:
             return cls(None, Constraint.ANY)
         text = str(version).strip().removeprefix("=").strip()
         try:
-            exact = Version.parse(text).without_build()
+            exact = SemVer.parse(text).without_build()
         except ExtensionError:
             pass
         else:
@@ -601,7 +601,7 @@ class _LocalIndex:
         """The versions in every directory; an earlier directory wins for the same version."""
         return _dedupe(c for _, c in self._scan(name))
 
-    def preferred(self, name: str, runtime: Version | None) -> Version | None:
+    def preferred(self, name: str, runtime: SemVer | None) -> SemVer | None:
         """The newest runtime-compatible version in the first directory with one."""
         by_rank: dict[int, list[Candidate]] = {}
         for rank, candidate in self._scan(name):
@@ -637,7 +637,7 @@ def _misplaced(dirs: Sequence[Path], kind: str, name: str) -> Path | None:
 
 
 def _dedupe(candidates: Iterator[Candidate] | Sequence[Candidate]) -> list[Candidate]:
-    seen: dict[Version, Candidate] = {}
+    seen: dict[SemVer, Candidate] = {}
     for candidate in candidates:
         seen.setdefault(candidate.version, candidate)
     return sorted(seen.values(), key=lambda c: c.version, reverse=True)
@@ -742,7 +742,7 @@ class ExtensionManager:
             raise ValueError(f"cache_size must be at least 1, not {cache_size}")
         self.home = Path(home)
         self.client = client
-        self.runtime_version: Version | None = None if runtime_version is None else Version.parse(runtime_version)
+        self.runtime_version: SemVer | None = None if runtime_version is None else SemVer.parse(runtime_version)
         self.cache_size = cache_size
         self.search_paths = list(default_search_paths() if search_paths is None else search_paths)
         self.policy = policy if policy is not None else LoadPolicy.from_env()
@@ -788,7 +788,7 @@ class ExtensionManager:
         wanted = None if version is None else _exact_version(version)
         with self._lock, self._writing():
             every = [e for e in self._cache.values() if _same(e, kind, name)]
-            chosen = [e for e in every if wanted is None or Version.parse(e.metadata.version) == wanted]
+            chosen = [e for e in every if wanted is None or SemVer.parse(e.metadata.version) == wanted]
             if not chosen:
                 raise self._not_loaded(kind, name, wanted, every)
             self.policy.check(kind, name)
@@ -807,11 +807,11 @@ class ExtensionManager:
                 result,
                 loaded=tuple(loaded_now),
                 checks=tuple(checks),
-                reloaded=tuple(sorted(reloaded, key=lambda e: Version.parse(e.metadata.version))),
+                reloaded=tuple(sorted(reloaded, key=lambda e: SemVer.parse(e.metadata.version))),
             )
 
-    def _not_loaded(self, kind: str, name: str, wanted: Version | None, loaded: Sequence[Extension]) -> NotLoadedError:
-        versions = sorted((e.metadata.version for e in loaded), key=Version.parse)
+    def _not_loaded(self, kind: str, name: str, wanted: SemVer | None, loaded: Sequence[Extension]) -> NotLoadedError:
+        versions = sorted((e.metadata.version for e in loaded), key=SemVer.parse)
         if wanted is not None and versions:
             message = (
                 f"{kind} {name} {wanted} is not loaded, so it cannot be reloaded (loaded versions: "
@@ -1301,7 +1301,7 @@ def discover(
     from extensions.index import parse_index
     from extensions.resolver import describe_requirement
 
-    runtime = None if runtime_version is None else Version.parse(runtime_version)
+    runtime = None if runtime_version is None else SemVer.parse(runtime_version)
     for item in chosen:
         document = client.index(item["extension"])
         candidates = parse_index(document, name=item["extension"])[1] if document is not None else []

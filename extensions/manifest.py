@@ -48,7 +48,7 @@ from extensions.errors import (
 )
 from extensions.kinds import KINDS, SINGULAR, ExtensionType
 from extensions.names import CanonicalName, validate_name
-from extensions.versions import Constraint, Version, parse_requirement
+from extensions.versions import Constraint, SemVer, parse_requirement
 
 __all__ = [
     "KINDS",
@@ -116,7 +116,7 @@ class Manifest:
     """A valid ``extension.toml``. Optional lists are empty tuples, never None."""
 
     name: CanonicalName
-    version: Version
+    version: SemVer
     description: str
     type: ExtensionType
     authors: tuple[str, ...] = ()
@@ -376,7 +376,7 @@ def _schema_message(error: ValidationError) -> tuple[str, str]:
             return where, f"the [{where}] table is required: {about[0].lower()}{about[1:]}"
         return where, f"is required: {about[0].lower()}{about[1:]}" if about else "is required"
     if kind == "pattern":
-        # the version's SemVer pattern has no entry: Version.parse reports it with more detail
+        # the version's SemVer pattern has no entry: SemVer.parse reports it with more detail
         rule = _PATTERN_RULES.get(str(value)) or _about(schema)
         return path, f"{_shown(instance)} is not allowed: {rule}"
     if kind == "minLength":
@@ -588,7 +588,7 @@ class _Checker:
         version = table.get("version")
         if isinstance(version, str):
             try:
-                self.fields["version"] = Version.parse(version)
+                self.fields["version"] = SemVer.parse(version)
             except VersionError as exc:
                 out.error("extension.version", exc.message)
         description = table.get("description")

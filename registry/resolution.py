@@ -18,7 +18,7 @@ from extensions.errors import ExtensionError
 from extensions.index import parse_index
 from extensions.kinds import plural
 from extensions.resolver import Candidate, Resolution, resolve
-from extensions.versions import Constraint, Version
+from extensions.versions import Constraint, SemVer
 from registry import selectors
 from registry.errors import BadRequest, NotFound
 from registry.models import Extension, Provide
@@ -140,7 +140,7 @@ def _version_requirement(extension: str, version: str | None) -> str:
     if not version:
         return extension
     try:
-        Version.parse(version)
+        SemVer.parse(version)
     except ExtensionError:
         try:
             Constraint.parse(version)

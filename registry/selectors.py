@@ -33,7 +33,7 @@ from django.db.models.functions import Coalesce
 from extensions.errors import VersionError
 from extensions.kinds import PLURAL, TYPES
 from extensions.names import NAME_RULE, is_valid_name, suggest_name
-from extensions.versions import Version as SemVer
+from extensions.versions import SemVer
 from registry.errors import BadRequest, NotFound
 from registry.models import Dependency, Extension, Ownership, Provide, Version
 

@@ -21,7 +21,7 @@ from extensions.archive import PackageInfo
 from extensions.kinds import KINDS, SINGULAR
 from extensions.manifest import Manifest
 from extensions.names import RESERVED_NAMES, confusable_key, confusable_keys
-from extensions.versions import Version as SemVer
+from extensions.versions import SemVer
 from registry import storage
 from registry.errors import (
     BadRequest,

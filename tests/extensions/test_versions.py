@@ -9,7 +9,7 @@ import pickle
 import pytest
 
 from extensions.errors import VersionError
-from extensions.versions import Constraint, Version, parse_version, runs_on
+from extensions.versions import Constraint, SemVer, Version, parse_version, runs_on
 
 # The precedence example of SemVer 2.0.0 section 11, in ascending order.
 SEMVER_SPEC_ORDER = [
@@ -207,7 +207,7 @@ def test_it_gives_the_next_version_and_the_release() -> None:
     assert Version.parse("1.2.3-rc").next_version() == Version.parse("1.2.3-rc.0")
     assert str(Version.parse("1.2.3-rc.1+b").release) == "1.2.3"
     assert str(Version.parse("1.2.3-rc.1+b").without_build()) == "1.2.3-rc.1"
-    assert repr(Version.parse("1.2.3+b")) == "Version('1.2.3+b')"
+    assert repr(Version.parse("1.2.3+b")) == "SemVer('1.2.3+b')"
 
 
 # -- runs_on: does an extension's provisioning_version admit the runtime ---------------------------
@@ -237,3 +237,8 @@ def test_runs_on_places_a_runtime_by_precedence(constraint: str, runtime: str, r
 def test_runs_on_without_a_constraint_or_a_runtime_version_is_true() -> None:
     assert runs_on(None, Version.parse("1.0.0-rc.1"))
     assert runs_on(Constraint.parse(">=9"), None)
+
+
+def test_version_is_a_compatibility_alias_of_semver() -> None:
+    assert Version is SemVer
+    assert pickle.loads(pickle.dumps(SemVer.parse("1.2.3-rc.1+b"))) == SemVer.parse("1.2.3-rc.1")

@@ -23,7 +23,7 @@ from extensions.archive import inspect_package, select_files
 from extensions.errors import ExtensionError
 from extensions.graph import DependencyCycleError, dependency_order
 from extensions.manifest import Manifest, load_manifest
-from extensions.versions import Version as SemVer
+from extensions.versions import SemVer
 from registry.errors import RegistryError
 from registry.models import Version
 from registry.tokens import Actor
