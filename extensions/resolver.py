@@ -56,7 +56,7 @@ from resolvelib.resolvers import Resolution as _Search
 
 from extensions.errors import ExtensionError, ResolutionError
 from extensions.graph import DependencyCycleError, dependency_order
-from extensions.versions import Constraint, Requirement, Version, parse_requirement, parse_version, runs_on
+from extensions.versions import Constraint, Requirement, SemVer, parse_requirement, parse_version, runs_on
 
 __all__ = [
     "Candidate",
@@ -85,7 +85,7 @@ class Candidate:
     equality or hashing. Hashing uses ``(name, version)`` only, which agrees with equality."""
 
     name: str
-    version: Version
+    version: SemVer
     dependencies: tuple[Requirement, ...] = ()
     yanked: bool = False
     provisioning_version: Constraint | None = None
@@ -137,7 +137,7 @@ class MemoryCatalogue:
     ``name@version`` keeps the first one given."""
 
     def __init__(self, candidates: Iterable[Candidate] = ()) -> None:
-        by_name: dict[str, dict[Version, Candidate]] = {}
+        by_name: dict[str, dict[SemVer, Candidate]] = {}
         for candidate in candidates:
             by_name.setdefault(candidate.name, {}).setdefault(candidate.version, candidate)
         self._versions: dict[str, tuple[Candidate, ...]] = {
@@ -178,7 +178,7 @@ class MemoryCatalogue:
         return self._versions.keys()
 
 
-def _version_of(candidate: Candidate) -> Version:
+def _version_of(candidate: Candidate) -> SemVer:
     return candidate.version
 
 
@@ -238,7 +238,7 @@ def describe_requirement(requirement: Requirement) -> str:
     return f"{requirement.name} {describe_constraint(requirement.constraint)}"
 
 
-def _short(version: Version) -> str:
+def _short(version: SemVer) -> str:
     """``X.Y`` for a release ``X.Y.0`` (which ``>=`` and ``^`` read the same way), else the version."""
     if not version.prerelease and version.patch == 0:
         return f"{version.major}.{version.minor}"
@@ -254,14 +254,14 @@ def _describe_group(group: Sequence[Any]) -> str:
         low, high = lower[0].version, upper[0].version
         if not low.prerelease and high.prerelease == (0,):
             if low.major > 0:
-                caret = Version(low.major + 1, 0, 0, (0,))
+                caret = SemVer(low.major + 1, 0, 0, (0,))
             elif low.minor > 0:
-                caret = Version(0, low.minor + 1, 0, (0,))
+                caret = SemVer(0, low.minor + 1, 0, (0,))
             else:
-                caret = Version(0, 0, low.patch + 1, (0,))
+                caret = SemVer(0, 0, low.patch + 1, (0,))
             if high == caret:
                 return "^" + (_short(low) if (low.major, low.minor) != (0, 0) else str(low))
-            if high == Version(low.major, low.minor + 1, 0, (0,)):
+            if high == SemVer(low.major, low.minor + 1, 0, (0,)):
                 return "~" + _short(low)
     parts = []
     for c in group:
@@ -300,26 +300,26 @@ class _Name:
     def __init__(
         self,
         versions: Sequence[Candidate],
-        runtime: Version | None,
-        locked: Version | None,
-        pinned: Iterable[Version],
+        runtime: SemVer | None,
+        locked: SemVer | None,
+        pinned: Iterable[SemVer],
         cycle: frozenset[str] = frozenset(),
     ) -> None:
-        unique: dict[Version, Candidate] = {}
+        unique: dict[SemVer, Candidate] = {}
         for candidate in sorted(versions, key=_version_of, reverse=True):
             unique.setdefault(candidate.version, candidate)
         self.newest_first: tuple[Candidate, ...] = tuple(unique.values())
         # The order candidates are tried in: newest first, except that when ``cycle`` (the names of a
         # dependency cycle this name is on) is given, versions that depend back into it go last.
         self.candidates: tuple[Candidate, ...] = self.newest_first
-        closing: set[Version] = set()
+        closing: set[SemVer] = set()
         if cycle:
             closing = {c.version for c in self.newest_first if any(r.name in cycle for r in c.dependencies)}
             self.candidates = (
                 *(c for c in self.newest_first if c.version not in closing),
                 *(c for c in self.newest_first if c.version in closing),
             )
-        self.index: dict[Version, int] = {c.version: i for i, c in enumerate(self.candidates)}
+        self.index: dict[SemVer, int] = {c.version: i for i, c in enumerate(self.candidates)}
         self.full = (1 << len(self.candidates)) - 1
         runtime_ok = 0
         yanked = 0
@@ -348,9 +348,9 @@ class _Provider(AbstractProvider[Requirement, Candidate, str]):
         catalogue: Catalogue,
         *,
         include_prereleases: bool,
-        runtime: Version | None,
-        locked: Mapping[str, Version],
-        pinned: Mapping[str, set[Version]],
+        runtime: SemVer | None,
+        locked: Mapping[str, SemVer],
+        pinned: Mapping[str, set[SemVer]],
         max_extensions: int,
         cycles: Mapping[str, frozenset[str]] | None = None,
     ) -> None:
@@ -526,9 +526,9 @@ def resolve(
     requirements: Sequence[Requirement | str],
     catalogue: Catalogue,
     *,
-    runtime_version: Version | str | None = None,
+    runtime_version: SemVer | str | None = None,
     include_prereleases: bool = False,
-    locked: Mapping[str, Version | str] | None = None,
+    locked: Mapping[str, SemVer | str] | None = None,
     max_rounds: int = 2000,
     max_requirements: int = 200,
     max_extensions: int = MAX_EXTENSIONS,
@@ -694,9 +694,9 @@ def _parse_roots(requirements: Sequence[Requirement | str], limit: int) -> list[
     return roots
 
 
-def _exact_pins(roots: Sequence[Requirement]) -> dict[str, set[Version]]:
+def _exact_pins(roots: Sequence[Requirement]) -> dict[str, set[SemVer]]:
     """The versions the request pins exactly (``etcd =3.5.12``), which may be yanked ones."""
-    pins: dict[str, set[Version]] = {}
+    pins: dict[str, set[SemVer]] = {}
     for requirement in roots:
         exact = requirement.constraint.exact
         if exact is not None:
@@ -704,8 +704,8 @@ def _exact_pins(roots: Sequence[Requirement]) -> dict[str, set[Version]]:
     return pins
 
 
-def _parse_runtime(runtime_version: Version | str | None) -> Version | None:
-    if runtime_version is None or isinstance(runtime_version, Version):
+def _parse_runtime(runtime_version: SemVer | str | None) -> SemVer | None:
+    if runtime_version is None or isinstance(runtime_version, SemVer):
         return runtime_version
     try:
         return parse_version(runtime_version)
@@ -717,10 +717,10 @@ def _parse_runtime(runtime_version: Version | str | None) -> Version | None:
         ) from None
 
 
-def _parse_locked(locked: Mapping[str, Version | str] | None) -> dict[str, Version]:
-    pins: dict[str, Version] = {}
+def _parse_locked(locked: Mapping[str, SemVer | str] | None) -> dict[str, SemVer]:
+    pins: dict[str, SemVer] = {}
     for name, version in (locked or {}).items():
-        if isinstance(version, Version):
+        if isinstance(version, SemVer):
             pins[name] = version
             continue
         path = f"locked.{name}"
