@@ -29,9 +29,10 @@ from django.views.decorators.http import condition, require_safe
 
 from extensions.kinds import TYPES, plural, singular
 from extensions.manifest import is_valid_keyword
-from registry import exceptions, selectors
-from registry.api import base_url
-from registry.apis import MAX_QUERY_CHARS, download_url
+from registry import exception_handler, selectors
+from registry.apis.base import base_url
+from registry.apis.catalog import MAX_QUERY_CHARS
+from registry.apis.shapes import download_url
 from registry.errors import BadRequest, NotFound
 from registry.models import Extension, Version
 
@@ -463,13 +464,13 @@ def _is_api(request: HttpRequest) -> bool:
 
 def handler400(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     if _is_api(request):
-        return exceptions.json_400(request, exception)
+        return exception_handler.json_400(request, exception)
     return defaults.bad_request(request, exception or Exception())
 
 
 def handler403(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     if _is_api(request):
-        return exceptions.json_403(request, exception)
+        return exception_handler.json_403(request, exception)
     return defaults.permission_denied(request, exception or Exception())
 
 
@@ -491,7 +492,7 @@ def _with_slash(request: HttpRequest) -> str | None:
 
 def handler404(request: HttpRequest, exception: Exception | None = None) -> HttpResponseBase:
     if _is_api(request):
-        return exceptions.json_404(request, exception)
+        return exception_handler.json_404(request, exception)
     target = _with_slash(request)
     if target is not None:
         return HttpResponsePermanentRedirect(target)
@@ -500,7 +501,7 @@ def handler404(request: HttpRequest, exception: Exception | None = None) -> Http
 
 def handler500(request: HttpRequest) -> HttpResponse:
     if _is_api(request):
-        return exceptions.json_500(request)
+        return exception_handler.json_500(request)
     response = defaults.server_error(request)
     response["Content-Security-Policy"] = CATALOG_CSP
     return response

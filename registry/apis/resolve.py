@@ -14,9 +14,9 @@ from rest_framework.response import Response
 from extensions.kinds import SINGULAR
 from extensions.names import NAME_RE
 from registry import resolution
-from registry.api import ApiView, ResolveThrottle, base_url, ok, validated
+from registry.apis.base import ApiView, ResolveThrottle, base_url, ok, validated
 from registry.errors import NotFound
-from registry.exceptions import error_body
+from registry.exception_handler import error_body
 from registry.fastpath import CACHE_CONTROL, etag_matches
 from registry.models import Extension
 
