@@ -40,7 +40,7 @@ from typing import Any
 from clients.errors import ClientError, UsageError, os_error_message
 from clients.lockfile import LOCKFILE_NAME, LockedExtension, Lockfile
 from clients.progress import ProgressCallback, ProgressFactory
-from clients.registry_client import RegistryClient, RegistryError, RegistryUnavailable
+from clients.registry_client import RegistryClient, RegistryErrorAnswer, RegistryUnavailable
 from clients.store import Store, kind_dir, verify_tree
 from extensions.archive import MANIFEST_JSON
 from extensions.errors import ExtensionError, ResolutionError
@@ -153,7 +153,7 @@ def find_extension(client: RegistryClient, type: str, name: str) -> str:
         )
     try:
         found_item = client.lookup(type, name)
-    except RegistryError as exc:
+    except RegistryErrorAnswer as exc:
         if exc.status != 404:
             raise
         if client.index(name) is not None:
