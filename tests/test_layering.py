@@ -56,3 +56,48 @@ def test_imports_point_one_way() -> None:
             if module in banned and path != "registry/urls.py":  # the composition root
                 offences.append(f"{path} imports {module}")
     assert offences == []
+
+
+def _full_imports(package: str) -> set[tuple[str, str]]:
+    found = set()
+    for path in (ROOT / package).rglob("*.py"):
+        if "migrations" in path.parts:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found.update((str(path.relative_to(ROOT)), alias.name) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.add((str(path.relative_to(ROOT)), node.module))
+                found.update((str(path.relative_to(ROOT)), f"{node.module}.{alias.name}") for alias in node.names)
+    return found
+
+
+def test_only_views_and_the_url_root_import_the_api_views() -> None:
+    # HTTP -> view -> service: services, selectors, models and tasks never reach back into registry.apis.
+    allowed = ("registry/apis/", "registry/urls.py", "registry/views.py", "builds/apis.py")
+    offences = sorted(
+        f"{path} imports {module}"
+        for package in ("registry", "builds")
+        for path, module in _full_imports(package)
+        if (module == "registry.apis" or module.startswith("registry.apis.")) and not path.startswith(allowed)
+    )
+    assert offences == []
+
+
+def test_the_runtime_loader_modules_import_the_manager_last() -> None:
+    # clients.runtime's parts point one way: errors, loaded, arguments, policy, discovery, state,
+    # then the manager that composes them; none of them imports the package itself.
+    order = ["errors", "loaded", "arguments", "policy", "discovery", "state", "manager"]
+    offences = []
+    for path, module in _full_imports("clients"):
+        if not path.startswith("clients/runtime/") or path.endswith("__init__.py"):
+            continue
+        part = Path(path).stem
+        if module == "clients.runtime":
+            offences.append(f"{path} imports the package clients.runtime")
+        elif module.startswith("clients.runtime."):
+            other = module.split(".")[2]
+            if other in order and order.index(other) >= order.index(part):
+                offences.append(f"{path} imports {module}")
+    assert offences == []
