@@ -51,6 +51,7 @@ from extensions.names import CanonicalName, validate_name
 from extensions.versions import Constraint, SemVer, parse_requirement
 
 __all__ = [
+    "KEYWORD_RULE",
     "KINDS",
     "MANIFEST_FILENAME",
     "MAX_MANIFEST_BYTES",
@@ -67,9 +68,7 @@ MANIFEST_FILENAME = "extension.toml"
 MAX_MANIFEST_BYTES = 64 * 1024
 
 
-MAX_KEYWORDS = 10
 MAX_KEYWORD_LENGTH = 32
-MAX_DESCRIPTION_LENGTH = 512
 
 _KEYWORD_RE = re.compile(r"[a-z0-9-]+")
 _ENV_RE = re.compile(r"[A-Z_][A-Z0-9_]*")
@@ -79,7 +78,7 @@ _LICENSE_TOKEN_RE = re.compile(r"\(|\)|[^\s()]+")
 _TOML_POSITION_RE = re.compile(r"\s*\(at (?:line (\d+), column (\d+)|end of document)\)\s*$")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
-_KEYWORD_RULE = f"use lower-case letters, digits and hyphens, at most {MAX_KEYWORD_LENGTH} characters"
+KEYWORD_RULE = f"use lower-case letters, digits and hyphens, at most {MAX_KEYWORD_LENGTH} characters"
 
 
 def is_valid_keyword(keyword: object) -> bool:
@@ -213,7 +212,7 @@ _NAME_P = "^[a-z][a-z0-9]*(-[a-z0-9]+)*$"
 # Human explanations of the schema's patterns, keyed by the pattern.
 _PATTERN_RULES: dict[str, str] = {
     _NAME_P: ("use lower-case letters, digits and single hyphens, starting with a letter, 2 to 64 characters"),
-    "^[a-z0-9-]+$": _KEYWORD_RULE,
+    "^[a-z0-9-]+$": KEYWORD_RULE,
     "^[A-Z_][A-Z0-9_]*$": _ENV_RULE,
     "^[A-Za-z0-9][A-Za-z0-9+._:@/-]*$": _SYSTEM_PACKAGE_RULE,
     "^[Hh][Tt][Tt][Pp][Ss]?://[^\\s/?#]+": _URL_RULE,
@@ -630,7 +629,7 @@ class _Checker:
         keywords = []
         for path, keyword in self._strings(table.get("keywords"), "extension.keywords"):
             if not is_valid_keyword(keyword):
-                out.error(path, f"{_shown(keyword)} is not allowed: {_KEYWORD_RULE}")
+                out.error(path, f"{_shown(keyword)} is not allowed: {KEYWORD_RULE}")
             keywords.append(keyword)
         self.fields["keywords"] = tuple(keywords)
         self.fields["categories"] = tuple(c for _, c in self._strings(table.get("categories"), ""))

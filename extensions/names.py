@@ -47,7 +47,6 @@ from extensions.kinds import KINDS, TYPES
 
 CanonicalName = NewType("CanonicalName", str)
 
-MIN_LENGTH = 2
 MAX_LENGTH = 64
 
 #: The pattern as written in SPEC 2.2 and in the JSON Schema (which adds the length limits).

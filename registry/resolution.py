@@ -193,13 +193,3 @@ def _manifests(resolution: Resolution) -> dict[tuple[str, str], dict[str, Any]]:
         "extension__name", "version", "manifest"
     )
     return {(n, v): m for n, v, m in rows if (n, v) in wanted}
-
-
-def requirements_from(value: Any) -> list[str]:
-    """Validate the ``requirements`` field of a resolve request."""
-    if not isinstance(value, list) or not value or not all(isinstance(r, str) for r in value):
-        raise BadRequest(
-            'requirements must be a non-empty list of strings such as "kubernetes ^1.28" or "cilium"',
-            details=[{"path": "requirements", "message": "a non-empty list of strings"}],
-        )
-    return list(value)

@@ -14,7 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from extensions.kinds import SINGULAR, TYPES, plural, singular
-from extensions.manifest import is_valid_keyword
+from extensions.manifest import KEYWORD_RULE, is_valid_keyword
 from registry import selectors
 from registry.apis.base import ApiView, bad_param, base_url, ok, paging
 from registry.apis.shapes import (
@@ -77,7 +77,7 @@ class ExtensionListApi(ApiView):
                 raise bad_param("type", f"use one of {', '.join(TYPES)}", params["type"])
         keyword = (params.get("keyword") or "").strip().lower() or None
         if keyword is not None and not is_valid_keyword(keyword):
-            raise bad_param("keyword", "use lower-case letters, digits and hyphens, at most 32 characters", keyword)
+            raise bad_param("keyword", KEYWORD_RULE, keyword)
         limit, offset = paging(request)
         page = selectors.extension_search(q=q, type=kind, keyword=keyword, limit=limit, offset=offset)
         base = base_url(request)
