@@ -23,7 +23,7 @@ def main() -> int:
 
     from bench.catalogue import generate_catalogue
     from extensions.names import confusable_key
-    from extensions.versions import Version as SemVer
+    from extensions.versions import SemVer
     from registry.indexdocs import refresh_index
     from registry.models import Extension, Ownership, Version
 

@@ -18,8 +18,8 @@ from builds import services
 from builds.models import Build
 from builds.serializers import build_data
 from builds.uploads import LimitedHashingUploadHandler, too_large
-from registry.api import ApiView, PublishThrottle, WriteThrottle, base_url, ok
-from registry.apis import ExtensionListApi
+from registry.apis.base import ApiView, PublishThrottle, WriteThrottle, base_url, ok
+from registry.apis.catalog import ExtensionListApi
 from registry.errors import BadRequest, Forbidden, NotFound, RegistryError, Unauthenticated
 
 _SLACK = 64 * 1024  # multipart framing around the file
@@ -101,7 +101,7 @@ class PublishApi(_SubmitView):
 class ExtensionsApi(PublishApi, ExtensionListApi):
     """/api/v1/extensions/: search the catalog (GET) and publish a built package (POST)."""
 
-    # GET is registry.apis.ExtensionListApi. PublishApi comes first so that its parsers and its
+    # GET is registry.apis.catalog.ExtensionListApi. PublishApi comes first so that its parsers and its
     # throttles (publishes per user) are the ones used; both throttles ignore GET.
     throttle_classes = PublishApi.throttle_classes
     parser_classes = PublishApi.parser_classes

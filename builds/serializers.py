@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.urls import reverse
+
 from builds.models import Build
 
 
@@ -13,7 +15,7 @@ def build_data(build: Build, *, base_url: str = "") -> dict[str, Any]:
         version = {
             "name": build.name,
             "version": build.version_text,
-            "url": f"{base_url}/api/v1/extensions/{build.name}/versions/{build.version_text}/",
+            "url": base_url + reverse("version-detail", kwargs={"name": build.name, "version": build.version_text}),
         }
     error = None
     if build.status == Build.Status.FAILED:
@@ -34,5 +36,5 @@ def build_data(build: Build, *, base_url: str = "") -> dict[str, Any]:
         "log": build.log,
         "error": error,
         "result": version,
-        "url": f"{base_url}/api/v1/builds/{build.pk}/",
+        "url": base_url + reverse("build-detail", kwargs={"build_id": str(build.pk)}),
     }

@@ -13,6 +13,7 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.views.decorators.http import condition, require_safe
 
 from builds.models import Build
@@ -116,7 +117,7 @@ def build_page(request: HttpRequest, build_id: str) -> HttpResponse:
         "error": error,
         "duration": duration,
         "refresh": None if build.is_final else REFRESH_SECONDS,
-        "api_url": f"/api/v1/builds/{build.pk}/",
+        "api_url": reverse("build-detail", kwargs={"build_id": str(build.pk)}),
         "title": f"Build {str(build.pk)[:8]}",
     }
     response = render(request, "builds/build.html", context)

@@ -40,14 +40,15 @@ from typing import Any
 from clients.errors import ClientError, UsageError, os_error_message
 from clients.lockfile import LOCKFILE_NAME, LockedExtension, Lockfile
 from clients.progress import ProgressCallback, ProgressFactory
-from clients.registry_client import RegistryClient, RegistryError, RegistryUnavailable
+from clients.registry_client import RegistryClient, RegistryErrorAnswer, RegistryUnavailable
 from clients.store import Store, kind_dir, verify_tree
 from extensions.archive import MANIFEST_JSON
 from extensions.errors import ExtensionError, ResolutionError
+from extensions.graph import DependencyCycleError, dependency_order
 from extensions.index import parse_index
 from extensions.manifest import Manifest, load_manifest
 from extensions.resolver import Candidate, Resolution, describe_requirement, resolve
-from extensions.versions import Constraint, Version, parse_requirement
+from extensions.versions import Constraint, SemVer, parse_requirement
 
 __all__ = [
     "InstallReport",
@@ -152,7 +153,7 @@ def find_extension(client: RegistryClient, type: str, name: str) -> str:
         )
     try:
         found_item = client.lookup(type, name)
-    except RegistryError as exc:
+    except RegistryErrorAnswer as exc:
         if exc.status != 404:
             raise
         if client.index(name) is not None:
@@ -224,19 +225,14 @@ def _entries(resolution: Resolution, client: RegistryClient) -> list[LockedExten
 
 
 def _order(entries: Sequence[LockedExtension]) -> list[LockedExtension]:
-    """Dependencies first, ties by name (a lockfile lists entries by name)."""
+    """Dependencies first, ties by name (a lockfile lists entries by name); by name alone if they
+    form a cycle (the resolver refuses them; a hand-made lock might not)."""
     by_name = {e.name: e for e in entries}
-    needs = {e.name: {parse_requirement(d).name for d in e.dependencies} & set(by_name) for e in entries}
-    ordered: list[LockedExtension] = []
-    done: set[str] = set()
-    while len(done) < len(by_name):
-        ready = sorted(n for n in by_name if n not in done and needs[n] <= done)
-        if not ready:  # a cycle (the resolver refuses them; a hand-made lock might not)
-            ready = sorted(n for n in by_name if n not in done)
-        for name in ready:
-            ordered.append(by_name[name])
-            done.add(name)
-    return ordered
+    try:
+        names = dependency_order({e.name: [parse_requirement(d).name for d in e.dependencies] for e in entries})
+    except DependencyCycleError:
+        names = sorted(by_name)
+    return [by_name[name] for name in names]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -466,7 +462,7 @@ def _change(was: str | None, now: str) -> str:
     """How a tree replaces the one in place: ``upgraded``, ``downgraded``, ``restored`` (the same
     version, put back because its files had changed) or ``replaced`` (the old version is unknown)."""
     try:
-        old, new = Version.parse(was or ""), Version.parse(now)
+        old, new = SemVer.parse(was or ""), SemVer.parse(now)
     except ExtensionError:
         return "replaced"
     return "upgraded" if new > old else "downgraded" if new < old else "restored"
@@ -561,7 +557,7 @@ def install(
             if chosen.type != type and name not in provided:
                 raise ClientError(
                     f"{extension} is a {chosen.type}, not a {type}: "
-                    f"use `provisioning {_group(chosen.type)} create {extension}`",
+                    f"use `provisioning {cli_group(chosen.type)} create {extension}`",
                     code="bad_request",
                 )
             entries = _entries(resolution, client)
@@ -610,8 +606,13 @@ def yanked_pins(client: RegistryClient, entries: Iterable[LockedExtension]) -> d
     return found
 
 
-def _group(type: str) -> str:
-    return "providers" if type == "provider" else type
+#: The CLI's command group for each type it creates: ``provisioning taskserv|cluster|providers create``.
+CLI_GROUPS = {"taskserv": "taskserv", "cluster": "cluster", "provider": "providers"}
+
+
+def cli_group(type: str) -> str:
+    """The command group that creates a type (``provider`` -> ``providers``)."""
+    return CLI_GROUPS.get(type, type)
 
 
 def sync(

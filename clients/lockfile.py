@@ -36,14 +36,14 @@ import tomli_w
 from clients.errors import ClientError, os_error_message
 from clients.files import atomic_write
 from extensions.errors import ExtensionError
+from extensions.kinds import TYPES
 from extensions.names import NAME_RE
-from extensions.versions import Requirement, Version, parse_requirement
+from extensions.versions import Requirement, SemVer, parse_requirement
 
 __all__ = ["LOCKFILE_NAME", "LOCKFILE_VERSION", "LockedExtension", "Lockfile"]
 
 LOCKFILE_NAME = "extensions.lock"
 LOCKFILE_VERSION = 1
-_TYPES = ("provider", "taskserv", "cluster", "template")
 _HEX = frozenset("0123456789abcdef")
 _HINT = "fix it, or write it again with `provisioning taskserv create` (or cluster/providers create)"
 
@@ -144,11 +144,11 @@ class Lockfile:
                 raise bad(f"{where}.name", f"{name!r} is locked twice: each extension appears once")
             seen.add(name)
             try:
-                Version.parse(version)
+                SemVer.parse(version)
             except ExtensionError as exc:
                 raise bad(f"{where}.version", exc.message) from None
-            if type_ not in _TYPES:
-                raise bad(f"{where}.type", f"{type_!r} is not a type: use one of {', '.join(_TYPES)}")
+            if type_ not in TYPES:
+                raise bad(f"{where}.type", f"{type_!r} is not a type: use one of {', '.join(TYPES)}")
             if len(sha256) != 64 or not set(sha256) <= _HEX:
                 raise bad(f"{where}.sha256", f"{sha256!r} is not a sha256: use 64 lower-case hexadecimal digits")
             dependencies = entry.get("dependencies", [])

@@ -5,7 +5,7 @@
     client.index("etcd")                        # the index document's bytes (ETag-cached), or None
     client.download("etcd", "3.5.12", expected_sha256="...", target=path)
 
-Every answer is unwrapped from the SPEC envelope; an error envelope becomes `RegistryError` (its
+Every answer is unwrapped from the SPEC envelope; an error envelope becomes `RegistryErrorAnswer` (its
 ``code``, HTTP ``status`` and ``details``), a refused, reset or timed-out connection
 `RegistryUnavailable`, a download cut short `DownloadInterrupted`, bytes that do not hash to the
 expected digest `IntegrityError`. A token is sent only where the API needs one (publish, yank,
@@ -34,6 +34,7 @@ from clients.errors import ClientError, os_error_message
 from clients.files import atomic_write
 from extensions.errors import ExtensionError
 from extensions.index import IndexCatalogue, parse_index
+from extensions.kinds import KINDS, plural
 from extensions.names import NAME_RE
 
 __all__ = [
@@ -41,7 +42,7 @@ __all__ = [
     "IntegrityError",
     "ProgressCallback",
     "RegistryClient",
-    "RegistryError",
+    "RegistryErrorAnswer",
     "RegistryUnavailable",
     "file_sha256",
 ]
@@ -66,8 +67,9 @@ _TOKEN_REFUSALS = {
 }
 
 
-class RegistryError(ClientError):
-    """The registry answered with an error envelope (or with something that is not the envelope)."""
+class RegistryErrorAnswer(ClientError):
+    """The registry answered with an error envelope (or with something that is not the envelope).
+    Not the server's ``registry.errors.RegistryError``, which this client receives as one of these."""
 
     def __init__(self, message: str, *, code: str = "error", status: int = 0, details: list[Any] | None = None) -> None:
         super().__init__(message, code=code, details=details)
@@ -232,7 +234,7 @@ class RegistryClient:
             return body["data"]
         raise self._error(response, body, what=what, auth=auth)
 
-    def _error(self, response: httpx.Response, body: Any, *, what: str, auth: str | None = None) -> RegistryError:
+    def _error(self, response: httpx.Response, body: Any, *, what: str, auth: str | None = None) -> RegistryErrorAnswer:
         error = body.get("error") if isinstance(body, dict) else None
         if isinstance(error, dict) and isinstance(error.get("message"), str):
             message = error["message"]
@@ -242,13 +244,13 @@ class RegistryClient:
                 message = self._refused(message, auth=auth)
             if response.status_code == 429 and response.headers.get("Retry-After"):
                 message += f" (retry after {response.headers['Retry-After']} s)"
-            return RegistryError(
+            return RegistryErrorAnswer(
                 message,
                 code=str(error.get("code") or "error"),
                 status=response.status_code,
                 details=details,
             )
-        return RegistryError(
+        return RegistryErrorAnswer(
             f"{what}: the registry at {self.base_url} answered HTTP {response.status_code} "
             f"without the JSON envelope (is {self.base_url} a provisioning registry?)",
             code="bad_response",
@@ -297,7 +299,7 @@ class RegistryClient:
 
     def provided(self, kind: str) -> list[dict[str, Any]]:
         """``GET /api/v1/extensions/{kind}s``: every provided name of a kind (``taskserv`` or ``taskservs``)."""
-        kinds = kind if kind.endswith("s") else f"{kind}s"
+        kinds = kind if kind in KINDS else plural(kind)
         data: list[dict[str, Any]] = self._get(f"api/v1/extensions/{kinds}")
         return data
 
@@ -309,7 +311,7 @@ class RegistryClient:
         include_prereleases: bool = False,
         locked: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
-        """``POST /api/v1/resolve`` (the registry resolves); a failure is ``RegistryError`` with
+        """``POST /api/v1/resolve`` (the registry resolves); a failure is ``RegistryErrorAnswer`` with
         ``code == "resolution_failed"`` and the resolver's details."""
         body: dict[str, Any] = {"requirements": list(requirements), "include_prereleases": include_prereleases}
         if runtime_version is not None:
@@ -396,7 +398,7 @@ class RegistryClient:
         try:
             parse_index(data, name=name)
         except ExtensionError as exc:
-            raise RegistryError(
+            raise RegistryErrorAnswer(
                 f"the index document of {name!r} from {self.base_url} is not valid: {exc}", code="invalid_index"
             ) from None
         document = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
@@ -532,7 +534,7 @@ class RegistryClient:
 
     def publish(self, package: Path, *, progress: ProgressCallback | None = None) -> dict[str, Any]:
         """``POST /api/v1/extensions/`` with the package as multipart field ``file``, streamed from
-        disk. Answers the build (``202``); a refusal is a `RegistryError` with the registry's code."""
+        disk. Answers the build (``202``); a refusal is a `RegistryErrorAnswer` with the registry's code."""
         package = Path(package)
         try:
             size = package.stat().st_size

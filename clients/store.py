@@ -43,19 +43,19 @@ from clients.registry_client import (
 )
 from extensions.archive import MANIFEST_JSON, safe_extract
 from extensions.errors import ExtensionError
+from extensions.kinds import TYPES as EXTENSION_TYPES
+from extensions.kinds import plural
 from extensions.names import NAME_RE
-from extensions.versions import Version
+from extensions.versions import SemVer
 
 __all__ = ["EXTENSION_TYPES", "IntegrityError", "Store", "kind_dir", "verify_tree"]
-
-EXTENSION_TYPES = ("provider", "taskserv", "cluster", "template")
 
 
 def kind_dir(type: str) -> str:
     """The plural directory name of a type: ``taskserv`` -> ``taskservs``."""
     if type not in EXTENSION_TYPES:
         raise ClientError(f"unknown extension type {type!r}: use one of {', '.join(EXTENSION_TYPES)}")
-    return f"{type}s"
+    return plural(type)
 
 
 def _check_coordinates(type: str, name: str, version: str) -> None:
@@ -63,7 +63,7 @@ def _check_coordinates(type: str, name: str, version: str) -> None:
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise ClientError(f"{name!r} is not an extension name: use lower-case letters, digits and '-'")
     try:
-        Version.parse(version)
+        SemVer.parse(version)
     except ExtensionError as exc:
         raise ClientError(f"{version!r} is not a version: {exc.message}") from None
 
@@ -274,7 +274,7 @@ class Store:
                 mark_path.unlink()
             _remove_tree(dest)
             info = safe_extract(package, dest)
-            if info.name != name or Version.parse(info.version) != Version.parse(version):
+            if info.name != name or SemVer.parse(info.version) != SemVer.parse(version):
                 _remove_tree(dest)
                 raise IntegrityError(f"the package with sha256 {sha256} holds {info.name} {info.version}, not {what}")
             manifest_sha256 = file_sha256(dest / MANIFEST_JSON)

@@ -39,7 +39,7 @@ from typing import Any
 from extensions.errors import ExtensionError
 from extensions.names import NAME_RE
 from extensions.resolver import Candidate
-from extensions.versions import Constraint, Requirement, Version, parse_version
+from extensions.versions import Constraint, Requirement, SemVer, parse_version
 
 __all__ = [
     "INDEX_FORMAT",
@@ -82,12 +82,12 @@ def render_index(name: str, versions: Iterable[Mapping[str, Any]]) -> bytes:
     """The index document of ``name`` as canonical JSON bytes.
 
     Each item of ``versions`` has the entry keys of the format (other keys are ignored); versions
-    and constraints may be given as ``Version`` and ``Constraint`` objects or as strings,
+    and constraints may be given as ``SemVer`` and ``Constraint`` objects or as strings,
     ``dependencies`` as a mapping or as ``Requirement`` objects / ``{"name", "constraint"}`` dicts,
     ``published_at`` as an aware ``datetime`` or a string. ``IndexDocumentError`` for bad data."""
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise IndexDocumentError(f"{name!r} is not an extension name: use lower-case letters, digits and '-'")
-    entries: dict[Version, dict[str, Any]] = {}
+    entries: dict[SemVer, dict[str, Any]] = {}
     for position, item in enumerate(versions):
         entry = _render_entry(item, f"versions[{position}]")
         version = parse_version(entry["version"])
@@ -132,7 +132,7 @@ def _render_entry(item: Mapping[str, Any], path: str) -> dict[str, Any]:
 
 
 def _version_text(value: Any, path: str) -> str:
-    if isinstance(value, Version):
+    if isinstance(value, SemVer):
         return str(value)
     if not isinstance(value, str):
         raise IndexDocumentError(f"a version must be a string such as '1.2.0', not {type(value).__name__}", path=path)
@@ -279,7 +279,7 @@ def parse_index(data: bytes | str | Mapping[str, Any], *, name: str | None = Non
     versions = document.get("versions")
     if not isinstance(versions, list):
         raise IndexDocumentError("versions must be a list of version entries", path="versions")
-    candidates: dict[Version, Candidate] = {}
+    candidates: dict[SemVer, Candidate] = {}
     for position, entry in enumerate(versions):
         candidate = _parse_entry(doc_name, entry, f"versions[{position}]")
         if candidate.version in candidates:

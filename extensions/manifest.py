@@ -31,7 +31,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal, cast, get_args
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import pathspec
@@ -46,10 +46,12 @@ from extensions.errors import (
     Problem,
     VersionError,
 )
+from extensions.kinds import KINDS, SINGULAR, ExtensionType
 from extensions.names import CanonicalName, validate_name
-from extensions.versions import Constraint, Version, parse_requirement
+from extensions.versions import Constraint, SemVer, parse_requirement
 
 __all__ = [
+    "KEYWORD_RULE",
     "KINDS",
     "MANIFEST_FILENAME",
     "MAX_MANIFEST_BYTES",
@@ -65,13 +67,8 @@ __all__ = [
 MANIFEST_FILENAME = "extension.toml"
 MAX_MANIFEST_BYTES = 64 * 1024
 
-ExtensionType = Literal["provider", "taskserv", "cluster", "template"]
-KINDS = ("providers", "taskservs", "clusters", "templates")
-_TYPE_OF_KIND: dict[str, ExtensionType] = dict(zip(KINDS, get_args(ExtensionType), strict=True))
 
-MAX_KEYWORDS = 10
 MAX_KEYWORD_LENGTH = 32
-MAX_DESCRIPTION_LENGTH = 512
 
 _KEYWORD_RE = re.compile(r"[a-z0-9-]+")
 _ENV_RE = re.compile(r"[A-Z_][A-Z0-9_]*")
@@ -81,7 +78,7 @@ _LICENSE_TOKEN_RE = re.compile(r"\(|\)|[^\s()]+")
 _TOML_POSITION_RE = re.compile(r"\s*\(at (?:line (\d+), column (\d+)|end of document)\)\s*$")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
-_KEYWORD_RULE = f"use lower-case letters, digits and hyphens, at most {MAX_KEYWORD_LENGTH} characters"
+KEYWORD_RULE = f"use lower-case letters, digits and hyphens, at most {MAX_KEYWORD_LENGTH} characters"
 
 
 def is_valid_keyword(keyword: object) -> bool:
@@ -118,7 +115,7 @@ class Manifest:
     """A valid ``extension.toml``. Optional lists are empty tuples, never None."""
 
     name: CanonicalName
-    version: Version
+    version: SemVer
     description: str
     type: ExtensionType
     authors: tuple[str, ...] = ()
@@ -215,7 +212,7 @@ _NAME_P = "^[a-z][a-z0-9]*(-[a-z0-9]+)*$"
 # Human explanations of the schema's patterns, keyed by the pattern.
 _PATTERN_RULES: dict[str, str] = {
     _NAME_P: ("use lower-case letters, digits and single hyphens, starting with a letter, 2 to 64 characters"),
-    "^[a-z0-9-]+$": _KEYWORD_RULE,
+    "^[a-z0-9-]+$": KEYWORD_RULE,
     "^[A-Z_][A-Z0-9_]*$": _ENV_RULE,
     "^[A-Za-z0-9][A-Za-z0-9+._:@/-]*$": _SYSTEM_PACKAGE_RULE,
     "^[Hh][Tt][Tt][Pp][Ss]?://[^\\s/?#]+": _URL_RULE,
@@ -378,7 +375,7 @@ def _schema_message(error: ValidationError) -> tuple[str, str]:
             return where, f"the [{where}] table is required: {about[0].lower()}{about[1:]}"
         return where, f"is required: {about[0].lower()}{about[1:]}" if about else "is required"
     if kind == "pattern":
-        # the version's SemVer pattern has no entry: Version.parse reports it with more detail
+        # the version's SemVer pattern has no entry: SemVer.parse reports it with more detail
         rule = _PATTERN_RULES.get(str(value)) or _about(schema)
         return path, f"{_shown(instance)} is not allowed: {rule}"
     if kind == "minLength":
@@ -590,7 +587,7 @@ class _Checker:
         version = table.get("version")
         if isinstance(version, str):
             try:
-                self.fields["version"] = Version.parse(version)
+                self.fields["version"] = SemVer.parse(version)
             except VersionError as exc:
                 out.error("extension.version", exc.message)
         description = table.get("description")
@@ -632,7 +629,7 @@ class _Checker:
         keywords = []
         for path, keyword in self._strings(table.get("keywords"), "extension.keywords"):
             if not is_valid_keyword(keyword):
-                out.error(path, f"{_shown(keyword)} is not allowed: {_KEYWORD_RULE}")
+                out.error(path, f"{_shown(keyword)} is not allowed: {KEYWORD_RULE}")
             keywords.append(keyword)
         self.fields["keywords"] = tuple(keywords)
         self.fields["categories"] = tuple(c for _, c in self._strings(table.get("categories"), ""))
@@ -692,7 +689,7 @@ class _Checker:
         provides = cast(dict[str, tuple[str, ...]], self.fields["provides"])
         named = [kind for kind in KINDS if provides.get(kind)]
         if len(named) == 1:
-            self.fields["type"] = _TYPE_OF_KIND[named[0]]
+            self.fields["type"] = SINGULAR[named[0]]
             return
         if not isinstance(self.data.get("extension"), dict):
             return  # the schema reports the missing table

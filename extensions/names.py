@@ -43,10 +43,10 @@ from collections.abc import Iterable
 from typing import NewType
 
 from extensions.errors import InvalidNameError
+from extensions.kinds import KINDS, TYPES
 
 CanonicalName = NewType("CanonicalName", str)
 
-MIN_LENGTH = 2
 MAX_LENGTH = 64
 
 #: The pattern as written in SPEC 2.2 and in the JSON Schema (which adds the length limits).
@@ -61,14 +61,8 @@ NAME_RULE = "use lower-case letters, digits and single hyphens, starting with a 
 #: Never an extension name: they clash with the registry's URLs and the client's commands.
 RESERVED_NAMES: frozenset[str] = frozenset(
     {
-        "provider",
-        "providers",
-        "taskserv",
-        "taskservs",
-        "cluster",
-        "clusters",
-        "template",
-        "templates",
+        *TYPES,
+        *KINDS,
         "loaded",
         "reload",
         "install",

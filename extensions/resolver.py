@@ -45,7 +45,6 @@ returns are cached per mask. The provider also picks the next name to pin itself
 from __future__ import annotations
 
 import difflib
-import heapq
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,7 +55,8 @@ from resolvelib.resolvers import RequirementInformation
 from resolvelib.resolvers import Resolution as _Search
 
 from extensions.errors import ExtensionError, ResolutionError
-from extensions.versions import Constraint, Requirement, Version, parse_requirement, parse_version
+from extensions.graph import DependencyCycleError, dependency_order
+from extensions.versions import Constraint, Requirement, SemVer, parse_requirement, parse_version, runs_on
 
 __all__ = [
     "Candidate",
@@ -85,7 +85,7 @@ class Candidate:
     equality or hashing. Hashing uses ``(name, version)`` only, which agrees with equality."""
 
     name: str
-    version: Version
+    version: SemVer
     dependencies: tuple[Requirement, ...] = ()
     yanked: bool = False
     provisioning_version: Constraint | None = None
@@ -137,7 +137,7 @@ class MemoryCatalogue:
     ``name@version`` keeps the first one given."""
 
     def __init__(self, candidates: Iterable[Candidate] = ()) -> None:
-        by_name: dict[str, dict[Version, Candidate]] = {}
+        by_name: dict[str, dict[SemVer, Candidate]] = {}
         for candidate in candidates:
             by_name.setdefault(candidate.name, {}).setdefault(candidate.version, candidate)
         self._versions: dict[str, tuple[Candidate, ...]] = {
@@ -178,7 +178,7 @@ class MemoryCatalogue:
         return self._versions.keys()
 
 
-def _version_of(candidate: Candidate) -> Version:
+def _version_of(candidate: Candidate) -> SemVer:
     return candidate.version
 
 
@@ -238,7 +238,7 @@ def describe_requirement(requirement: Requirement) -> str:
     return f"{requirement.name} {describe_constraint(requirement.constraint)}"
 
 
-def _short(version: Version) -> str:
+def _short(version: SemVer) -> str:
     """``X.Y`` for a release ``X.Y.0`` (which ``>=`` and ``^`` read the same way), else the version."""
     if not version.prerelease and version.patch == 0:
         return f"{version.major}.{version.minor}"
@@ -254,14 +254,14 @@ def _describe_group(group: Sequence[Any]) -> str:
         low, high = lower[0].version, upper[0].version
         if not low.prerelease and high.prerelease == (0,):
             if low.major > 0:
-                caret = Version(low.major + 1, 0, 0, (0,))
+                caret = SemVer(low.major + 1, 0, 0, (0,))
             elif low.minor > 0:
-                caret = Version(0, low.minor + 1, 0, (0,))
+                caret = SemVer(0, low.minor + 1, 0, (0,))
             else:
-                caret = Version(0, 0, low.patch + 1, (0,))
+                caret = SemVer(0, 0, low.patch + 1, (0,))
             if high == caret:
                 return "^" + (_short(low) if (low.major, low.minor) != (0, 0) else str(low))
-            if high == Version(low.major, low.minor + 1, 0, (0,)):
+            if high == SemVer(low.major, low.minor + 1, 0, (0,)):
                 return "~" + _short(low)
     parts = []
     for c in group:
@@ -300,31 +300,31 @@ class _Name:
     def __init__(
         self,
         versions: Sequence[Candidate],
-        runtime: Version | None,
-        locked: Version | None,
-        pinned: Iterable[Version],
+        runtime: SemVer | None,
+        locked: SemVer | None,
+        pinned: Iterable[SemVer],
         cycle: frozenset[str] = frozenset(),
     ) -> None:
-        unique: dict[Version, Candidate] = {}
+        unique: dict[SemVer, Candidate] = {}
         for candidate in sorted(versions, key=_version_of, reverse=True):
             unique.setdefault(candidate.version, candidate)
         self.newest_first: tuple[Candidate, ...] = tuple(unique.values())
         # The order candidates are tried in: newest first, except that when ``cycle`` (the names of a
         # dependency cycle this name is on) is given, versions that depend back into it go last.
         self.candidates: tuple[Candidate, ...] = self.newest_first
-        closing: set[Version] = set()
+        closing: set[SemVer] = set()
         if cycle:
             closing = {c.version for c in self.newest_first if any(r.name in cycle for r in c.dependencies)}
             self.candidates = (
                 *(c for c in self.newest_first if c.version not in closing),
                 *(c for c in self.newest_first if c.version in closing),
             )
-        self.index: dict[Version, int] = {c.version: i for i, c in enumerate(self.candidates)}
+        self.index: dict[SemVer, int] = {c.version: i for i, c in enumerate(self.candidates)}
         self.full = (1 << len(self.candidates)) - 1
         runtime_ok = 0
         yanked = 0
         for i, candidate in enumerate(self.candidates):
-            if _runtime_ok(candidate, runtime):
+            if runs_on(candidate.provisioning_version, runtime):
                 runtime_ok |= 1 << i
             if candidate.yanked:
                 yanked |= 1 << i
@@ -342,20 +342,15 @@ class _Name:
         self.lists: dict[int, list[Candidate]] = {}
 
 
-def _runtime_ok(candidate: Candidate, runtime: Version | None) -> bool:
-    pv = candidate.provisioning_version
-    return runtime is None or pv is None or pv.contains(runtime, include_prereleases=True)
-
-
 class _Provider(AbstractProvider[Requirement, Candidate, str]):
     def __init__(
         self,
         catalogue: Catalogue,
         *,
         include_prereleases: bool,
-        runtime: Version | None,
-        locked: Mapping[str, Version],
-        pinned: Mapping[str, set[Version]],
+        runtime: SemVer | None,
+        locked: Mapping[str, SemVer],
+        pinned: Mapping[str, set[SemVer]],
         max_extensions: int,
         cycles: Mapping[str, frozenset[str]] | None = None,
     ) -> None:
@@ -496,7 +491,7 @@ class _Provider(AbstractProvider[Requirement, Candidate, str]):
     def why_skipped(self, candidate: Candidate, requirements: Sequence[Requirement] = ()) -> tuple[str, str] | None:
         """Why a rule keeps ``candidate`` out although the constraints (pre-releases aside) admit it,
         as ``(rule, text)`` with rule ``runtime``, ``yanked`` or ``prerelease``; None if no rule does."""
-        if not _runtime_ok(candidate, self.runtime):
+        if not runs_on(candidate.provisioning_version, self.runtime):
             pv = candidate.provisioning_version
             assert pv is not None
             return "runtime", f"needs provisioning {describe_constraint(pv)}, the runtime is {self.runtime}"
@@ -531,9 +526,9 @@ def resolve(
     requirements: Sequence[Requirement | str],
     catalogue: Catalogue,
     *,
-    runtime_version: Version | str | None = None,
+    runtime_version: SemVer | str | None = None,
     include_prereleases: bool = False,
-    locked: Mapping[str, Version | str] | None = None,
+    locked: Mapping[str, SemVer | str] | None = None,
     max_rounds: int = 2000,
     max_requirements: int = 200,
     max_extensions: int = MAX_EXTENSIONS,
@@ -699,9 +694,9 @@ def _parse_roots(requirements: Sequence[Requirement | str], limit: int) -> list[
     return roots
 
 
-def _exact_pins(roots: Sequence[Requirement]) -> dict[str, set[Version]]:
+def _exact_pins(roots: Sequence[Requirement]) -> dict[str, set[SemVer]]:
     """The versions the request pins exactly (``etcd =3.5.12``), which may be yanked ones."""
-    pins: dict[str, set[Version]] = {}
+    pins: dict[str, set[SemVer]] = {}
     for requirement in roots:
         exact = requirement.constraint.exact
         if exact is not None:
@@ -709,8 +704,8 @@ def _exact_pins(roots: Sequence[Requirement]) -> dict[str, set[Version]]:
     return pins
 
 
-def _parse_runtime(runtime_version: Version | str | None) -> Version | None:
-    if runtime_version is None or isinstance(runtime_version, Version):
+def _parse_runtime(runtime_version: SemVer | str | None) -> SemVer | None:
+    if runtime_version is None or isinstance(runtime_version, SemVer):
         return runtime_version
     try:
         return parse_version(runtime_version)
@@ -722,10 +717,10 @@ def _parse_runtime(runtime_version: Version | str | None) -> Version | None:
         ) from None
 
 
-def _parse_locked(locked: Mapping[str, Version | str] | None) -> dict[str, Version]:
-    pins: dict[str, Version] = {}
+def _parse_locked(locked: Mapping[str, SemVer | str] | None) -> dict[str, SemVer]:
+    pins: dict[str, SemVer] = {}
     for name, version in (locked or {}).items():
-        if isinstance(version, Version):
+        if isinstance(version, SemVer):
             pins[name] = version
             continue
         path = f"locked.{name}"
@@ -818,7 +813,7 @@ def _locked_ignored(
         index = info.index.get(version)
         if index is None:
             reason = f"{name} {version} does not exist (any more)"
-        elif not _runtime_ok(info.candidates[index], provider.runtime):
+        elif not runs_on(info.candidates[index].provisioning_version, provider.runtime):
             why = provider.why_skipped(info.candidates[index])
             reason = f"{name} {version} {why[1] if why else 'does not suit the runtime'}"
         else:
@@ -864,43 +859,16 @@ def _skipped(
 
 
 def install_order(resolved: Mapping[str, Candidate]) -> list[str]:
-    """Names with dependencies before dependents; among names that are ready, alphabetical (Kahn's
-    algorithm with a heap). Dependencies on names outside ``resolved`` are ignored. A cycle raises
-    ``ResolutionError`` naming it: ``a -> b -> a`` (a requires b, b requires a)."""
-    needs: dict[str, set[str]] = {}
-    dependents: dict[str, list[str]] = {name: [] for name in resolved}
-    for name, candidate in resolved.items():
-        deps = {r.name for r in candidate.dependencies if r.name in resolved}
-        needs[name] = deps
-        for dep in deps:
-            dependents[dep].append(name)
-    waiting = {name: len(deps) for name, deps in needs.items()}
-    ready = [name for name, count in waiting.items() if count == 0]
-    heapq.heapify(ready)
-    order: list[str] = []
-    while ready:
-        name = heapq.heappop(ready)
-        order.append(name)
-        for dependent in dependents[name]:
-            waiting[dependent] -= 1
-            if waiting[dependent] == 0:
-                heapq.heappush(ready, dependent)
-    if len(order) < len(resolved):
-        raise _cycle_error(needs, {name for name, count in waiting.items() if count > 0})
-    return order
+    """Names with dependencies before dependents; among names that are ready, alphabetical
+    (`extensions.graph.dependency_order`). Dependencies on names outside ``resolved`` are ignored.
+    A cycle raises ``ResolutionError`` naming it: ``a -> b -> a`` (a requires b, b requires a)."""
+    try:
+        return dependency_order({name: [r.name for r in c.dependencies] for name, c in resolved.items()})
+    except DependencyCycleError as exc:
+        raise _cycle_error(exc.cycle) from None
 
 
-def _cycle_error(needs: Mapping[str, set[str]], left: set[str]) -> ResolutionError:
-    # Every name left waits for another name left, so following the (alphabetically first) wait
-    # from the first name left must come back to a name already on the walk.
-    walk: list[str] = []
-    position: dict[str, int] = {}
-    name = min(left)
-    while name not in position:
-        position[name] = len(walk)
-        walk.append(name)
-        name = min(n for n in needs[name] if n in left)
-    cycle = [*walk[position[name] :], name]
+def _cycle_error(cycle: list[str]) -> ResolutionError:
     text = " -> ".join(cycle)
     message = (
         f"the resolved extensions depend on each other in a cycle: {text}; "

@@ -1,8 +1,8 @@
 """SemVer 2.0.0 versions and the version-constraint grammar (SPEC 2.2 and 2.3).
 
-``Version`` is strict SemVer 2.0.0: ``MAJOR.MINOR.PATCH``, an optional ``-PRERELEASE`` and an optional
+``SemVer`` is strict SemVer 2.0.0: ``MAJOR.MINOR.PATCH``, an optional ``-PRERELEASE`` and an optional
 ``+BUILD``, no leading zeros, no ``v`` prefix, no partial versions. Build metadata is kept (and printed)
-but ignored by ``==``, ``hash`` and ordering. Each ``Version`` precomputes a sort key, so comparisons
+but ignored by ``==``, ``hash`` and ordering. Each ``SemVer`` precomputes a sort key, so comparisons
 are plain tuple comparisons.
 
 ``Constraint`` is the one grammar used everywhere (dependencies, compatibility, CLI arguments, the
@@ -45,10 +45,12 @@ __all__ = [
     "Comparator",
     "Constraint",
     "Requirement",
+    "SemVer",
     "Version",
     "parse_constraint",
     "parse_requirement",
     "parse_version",
+    "runs_on",
 ]
 
 MAX_VERSION_LENGTH = 256
@@ -89,7 +91,7 @@ _Key = tuple[int, int, int, int, tuple[_IdentKey, ...]]
 # --------------------------------------------------------------------------------------------------
 
 
-class Version:
+class SemVer:
     """A strict SemVer 2.0.0 version: immutable, hashable, totally ordered by SemVer precedence.
 
     ``build`` is kept and printed, but ignored by ``==``, ``hash`` and ordering: ``1.0.0+a`` and
@@ -143,7 +145,7 @@ class Version:
         setattr_(self, "_text", text)
 
     @classmethod
-    def parse(cls, text: str) -> Version:
+    def parse(cls, text: str) -> SemVer:
         """Parse strict SemVer 2.0.0 text; ``VersionError`` (naming the problem) otherwise. Cached."""
         return parse_version(text)
 
@@ -154,75 +156,80 @@ class Version:
         return bool(self.prerelease)
 
     @property
-    def release(self) -> Version:
+    def release(self) -> SemVer:
         """This version without pre-release and build metadata (``1.2.3-rc.1+b`` -> ``1.2.3``)."""
         if not self.prerelease and not self.build:
             return self
-        return Version(self.major, self.minor, self.patch)
+        return SemVer(self.major, self.minor, self.patch)
 
-    def without_build(self) -> Version:
+    def without_build(self) -> SemVer:
         """This version without build metadata (equal to it, but printed canonically)."""
         if not self.build:
             return self
-        return Version(self.major, self.minor, self.patch, self.prerelease)
+        return SemVer(self.major, self.minor, self.patch, self.prerelease)
 
-    def next_version(self) -> Version:
+    def next_version(self) -> SemVer:
         """The smallest version greater than this one.
 
         ``1.2.3`` -> ``1.2.4-0``, ``1.0.0-rc`` -> ``1.0.0-rc.0``: nothing lies between them."""
         if self.prerelease:
-            return Version(self.major, self.minor, self.patch, (*self.prerelease, 0))
-        return Version(self.major, self.minor, self.patch + 1, (0,))
+            return SemVer(self.major, self.minor, self.patch, (*self.prerelease, 0))
+        return SemVer(self.major, self.minor, self.patch + 1, (0,))
 
     # Dunder methods --------------------------------------------------------------------------------
 
     def __setattr__(self, name: str, value: object) -> NoReturn:
-        raise AttributeError(f"Version is immutable: cannot set {name!r}")
+        raise AttributeError(f"SemVer is immutable: cannot set {name!r}")
 
     def __delattr__(self, name: str) -> NoReturn:
-        raise AttributeError(f"Version is immutable: cannot delete {name!r}")
+        raise AttributeError(f"SemVer is immutable: cannot delete {name!r}")
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (Version, (self.major, self.minor, self.patch, self.prerelease, self.build))
+        return (SemVer, (self.major, self.minor, self.patch, self.prerelease, self.build))
 
     def __str__(self) -> str:
         return self._text
 
     def __repr__(self) -> str:
-        return f"Version({self._text!r})"
+        return f"SemVer({self._text!r})"
 
     def __hash__(self) -> int:
         return self._hash
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, Version):
+        if isinstance(other, SemVer):
             return self._key == other._key
         return NotImplemented
 
     def __ne__(self, other: object) -> bool:
-        if isinstance(other, Version):
+        if isinstance(other, SemVer):
             return self._key != other._key
         return NotImplemented
 
-    def __lt__(self, other: Version) -> bool:
-        if isinstance(other, Version):
+    def __lt__(self, other: SemVer) -> bool:
+        if isinstance(other, SemVer):
             return self._key < other._key
         return NotImplemented
 
-    def __le__(self, other: Version) -> bool:
-        if isinstance(other, Version):
+    def __le__(self, other: SemVer) -> bool:
+        if isinstance(other, SemVer):
             return self._key <= other._key
         return NotImplemented
 
-    def __gt__(self, other: Version) -> bool:
-        if isinstance(other, Version):
+    def __gt__(self, other: SemVer) -> bool:
+        if isinstance(other, SemVer):
             return self._key > other._key
         return NotImplemented
 
-    def __ge__(self, other: Version) -> bool:
-        if isinstance(other, Version):
+    def __ge__(self, other: SemVer) -> bool:
+        if isinstance(other, SemVer):
             return self._key >= other._key
         return NotImplemented
+
+
+#: Compatibility alias (the class was called ``Version``): new code says ``SemVer``, which cannot be
+#: mistaken for the registry's ``registry.models.Version`` row. Old pickles name ``Version`` and load.
+Version = SemVer
 
 
 def _normalise_prerelease(prerelease: str | Sequence[int | str]) -> tuple[int | str, ...]:
@@ -258,14 +265,14 @@ def _normalise_build(build: str | Sequence[str]) -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=8192)
-def _parse_version(text: str) -> Version:
+def _parse_version(text: str) -> SemVer:
     match = _VERSION_RE.fullmatch(text) if len(text) <= MAX_VERSION_LENGTH else None
     if match is None:
         reason, example = _diagnose_version(text)
         raise VersionError(f"{text!r} is not a valid version: {reason}{_VERSION_HINT}, e.g. {example}")
     pre = match.group("pre")
     build = match.group("build")
-    return Version(
+    return SemVer(
         int(match.group("major")),
         int(match.group("minor")),
         int(match.group("patch")),
@@ -330,14 +337,14 @@ def _example(text: str) -> str | None:
     return text if _VERSION_RE.fullmatch(text) else None
 
 
-def parse_version(text: str) -> Version:
+def parse_version(text: str) -> SemVer:
     """Parse strict SemVer 2.0.0 text (``VersionError`` otherwise). Cached."""
     if type(text) is not str:
         raise VersionError(f"{text!r} is not a valid version: a version is a string; {_VERSION_HINT}, e.g. 1.2.0")
     return _parse_version(text)
 
 
-_MIN_VERSION = Version(0, 0, 0, (0,))
+_MIN_VERSION = SemVer(0, 0, 0, (0,))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -351,8 +358,8 @@ class Comparator:
     ``[version, upper)`` (the expansion of ``!=1.2``, printed ``!=1.2.*``)."""
 
     op: Op
-    version: Version
-    upper: Version | None = None
+    version: SemVer
+    upper: SemVer | None = None
 
     @property
     def names_prerelease(self) -> bool:
@@ -420,10 +427,10 @@ def _interval(group: Sequence[Comparator]) -> _Interval:
     return _Interval(lower, upper, points, ranges)
 
 
-def _witness(iv: _Interval) -> Version | None:
+def _witness(iv: _Interval) -> SemVer | None:
     """The smallest version in the interval not excluded by a ``!=`` (pre-releases allowed), or None.
 
-    Exact: every version has an immediate successor (``Version.next_version``), and each step past an
+    Exact: every version has an immediate successor (``SemVer.next_version``), and each step past an
     excluded point or range is taken at most once, so at most ``len(points) + len(ranges) + 1``
     candidates are looked at.
     """
@@ -509,12 +516,12 @@ class Constraint:
 
     # Matching --------------------------------------------------------------------------------------
 
-    def contains(self, version: Version | str, *, include_prereleases: bool = False) -> bool:
+    def contains(self, version: SemVer | str, *, include_prereleases: bool = False) -> bool:
         """Whether ``version`` satisfies the constraint (a str is parsed; ``VersionError`` if invalid).
 
         A pre-release only matches if its AND-group names a pre-release of the same
         ``MAJOR.MINOR.PATCH``, or with ``include_prereleases=True``."""
-        if not isinstance(version, Version):
+        if not isinstance(version, SemVer):
             version = parse_version(version)
         key = version._key
         strict_pre = bool(version.prerelease) and not include_prereleases
@@ -533,13 +540,13 @@ class Constraint:
         return False
 
     def __contains__(self, version: object) -> bool:
-        if isinstance(version, Version | str):
+        if isinstance(version, SemVer | str):
             return self.contains(version)
         return False
 
-    def filter(self, versions: Iterable[Version | str], *, include_prereleases: bool = False) -> list[Version]:
+    def filter(self, versions: Iterable[SemVer | str], *, include_prereleases: bool = False) -> list[SemVer]:
         """The versions the constraint admits, sorted ascending (strs are parsed)."""
-        parsed = (v if isinstance(v, Version) else parse_version(v) for v in versions)
+        parsed = (v if isinstance(v, SemVer) else parse_version(v) for v in versions)
         return sorted(v for v in parsed if self.contains(v, include_prereleases=include_prereleases))
 
     def is_satisfiable(self) -> bool:
@@ -566,7 +573,7 @@ class Constraint:
         return self._groups
 
     @property
-    def exact(self) -> Version | None:
+    def exact(self) -> SemVer | None:
         """The version when the constraint pins exactly one full version (``=1.2.3``), else None."""
         if len(self._groups) != 1:
             return None
@@ -727,7 +734,7 @@ def _parse_term(term: str) -> list[Comparator]:
     return _expand_partial(op, major, minor)
 
 
-def _full_version(body: str) -> Version | None:
+def _full_version(body: str) -> SemVer | None:
     if _VERSION_RE.fullmatch(body) is None:
         return None
     return _parse_version(body).without_build()
@@ -751,30 +758,30 @@ def _why_not_version(body: str) -> str:
     return f"{body!r} is not a version"
 
 
-def _caret_upper(major: int, minor: int | None, patch: int | None) -> Version:
+def _caret_upper(major: int, minor: int | None, patch: int | None) -> SemVer:
     if major > 0 or minor is None:
-        return Version(major + 1, 0, 0, (0,))
+        return SemVer(major + 1, 0, 0, (0,))
     if minor > 0 or patch is None:
-        return Version(0, minor + 1, 0, (0,))
-    return Version(0, 0, patch + 1, (0,))
+        return SemVer(0, minor + 1, 0, (0,))
+    return SemVer(0, 0, patch + 1, (0,))
 
 
-def _expand_full(op: str, v: Version) -> list[Comparator]:
+def _expand_full(op: str, v: SemVer) -> list[Comparator]:
     if op in ("", "="):
         return [Comparator("=", v)]
     if op == "^":
         return [Comparator(">=", v), Comparator("<", _caret_upper(v.major, v.minor, v.patch))]
     if op == "~":
-        return [Comparator(">=", v), Comparator("<", Version(v.major, v.minor + 1, 0, (0,)))]
+        return [Comparator(">=", v), Comparator("<", SemVer(v.major, v.minor + 1, 0, (0,)))]
     return [Comparator(op, v)]  # type: ignore[arg-type]
 
 
 def _expand_partial(op: str, major: int, minor: int | None) -> list[Comparator]:
     """``op`` on a partial version ``MAJOR`` or ``MAJOR.MINOR`` (wildcards read as omitted parts):
     ``low`` is its first release, ``next_`` the first release after all of it."""
-    low = Version(major, minor or 0, 0)
-    next_ = Version(major + 1, 0, 0) if minor is None else Version(major, minor + 1, 0)
-    below_next = Version(next_.major, next_.minor, 0, (0,))
+    low = SemVer(major, minor or 0, 0)
+    next_ = SemVer(major + 1, 0, 0) if minor is None else SemVer(major, minor + 1, 0)
+    below_next = SemVer(next_.major, next_.minor, 0, (0,))
     if op in ("", "="):
         return [Comparator(">=", low), Comparator("<", below_next)]
     if op == ">=":
@@ -782,7 +789,7 @@ def _expand_partial(op: str, major: int, minor: int | None) -> list[Comparator]:
     if op == ">":
         return [Comparator(">=", next_)]
     if op == "<":
-        return [Comparator("<", Version(low.major, low.minor, 0, (0,)))]
+        return [Comparator("<", SemVer(low.major, low.minor, 0, (0,)))]
     if op == "<=":
         return [Comparator("<", below_next)]
     if op == "!=":
@@ -851,3 +858,17 @@ def parse_requirement(text: str) -> Requirement:
         )
     constraint = Constraint.parse(rest.strip()) if rest.strip() else Constraint.ANY
     return Requirement(name, constraint)
+
+
+def runs_on(provisioning_version: Constraint | None, runtime: SemVer | None) -> bool:
+    """Whether an extension whose ``provisioning_version`` is the given constraint runs on a runtime
+    of version ``runtime`` (no constraint, or no runtime version known: it does).
+
+    A pre-release runtime is placed by SemVer precedence (``include_prereleases=True``): the
+    pre-release rule of SPEC 2.3 says which *candidate* versions may be chosen, and a runtime's
+    version is not chosen, it is what is running. So runtime ``1.5.0-rc.1`` satisfies ``>=1.0.0``
+    (else nothing would load on a release candidate) but not ``>=1.5.0`` (it predates 1.5.0) nor
+    ``^1.4`` when the runtime is ``2.0.0-rc.1`` (``^1.4`` is ``>=1.4.0, <2.0.0-0``)."""
+    if provisioning_version is None or runtime is None:
+        return True
+    return provisioning_version.contains(runtime, include_prereleases=True)

@@ -4,7 +4,7 @@ Index documents are fetched by every client for every name it resolves, and they
 pre-rendered on the extension's row (registry.indexdocs), so serving one is a single indexed
 SELECT. Going through Django's request machinery (middleware, URL resolution, request and response
 objects) costs several times that; this wrapper answers the well-formed requests itself, with the
-same bytes, ETag, 304 and cache headers as the view (registry.apis_resolve.index_document), and
+same bytes, ETag, 304 and cache headers as the view (registry.apis.resolve.index_document), and
 hands everything else — unknown names, bad names, other methods, database errors — to Django,
 whose view gives the proper error envelope. A test checks both paths give identical answers.
 """

@@ -7,12 +7,10 @@ from typing import Any, ClassVar
 from django.conf import settings
 from django.db import models
 
+from extensions.kinds import TYPES
 
-class ExtensionType(models.TextChoices):
-    PROVIDER = "provider"
-    TASKSERV = "taskserv"
-    CLUSTER = "cluster"
-    TEMPLATE = "template"
+#: The choices of extensions.kinds.TYPES (``ExtensionType.PROVIDER == "provider"``, ...).
+ExtensionType = models.TextChoices("ExtensionType", [(t.upper(), t) for t in TYPES])  # type: ignore[call-overload]
 
 
 class Extension(models.Model):
@@ -132,11 +130,8 @@ class Dependency(models.Model):
 class Provide(models.Model):
     """Something a version provides: a provider, taskserv, cluster or template name."""
 
-    class Kind(models.TextChoices):
-        PROVIDER = "provider"
-        TASKSERV = "taskserv"
-        CLUSTER = "cluster"
-        TEMPLATE = "template"
+    #: the singular type of what is provided (the same choices as Extension.type)
+    Kind = ExtensionType
 
     version = models.ForeignKey(Version, on_delete=models.CASCADE, related_name="provides")
     kind = models.CharField(max_length=16, choices=Kind.choices)

@@ -1,5 +1,5 @@
 """How the API's authenticators appear in the OpenAPI document (drf-spectacular extensions,
-registered on import: registry.apis imports this module)."""
+registered on import: registry.apis.base imports this module)."""
 
 from __future__ import annotations
 

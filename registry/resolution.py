@@ -12,10 +12,13 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from django.urls import reverse
+
 from extensions.errors import ExtensionError
 from extensions.index import parse_index
+from extensions.kinds import plural
 from extensions.resolver import Candidate, Resolution, resolve
-from extensions.versions import Constraint, Version
+from extensions.versions import Constraint, SemVer
 from registry import selectors
 from registry.errors import BadRequest, NotFound
 from registry.models import Extension, Provide
@@ -63,7 +66,7 @@ class DatabaseCatalogue:
 
 
 def download_url(base_url: str, name: str, version: str) -> str:
-    return f"{base_url}/api/v1/extensions/{name}/versions/{version}/download"
+    return base_url + reverse("version-download", kwargs={"name": name, "version": version})
 
 
 def _entry(candidate: Candidate, base_url: str) -> dict[str, Any]:
@@ -120,7 +123,7 @@ def _extension_for(kind: str, name: str) -> str:
     other = Extension.objects.filter(name=name).exclude(index_etag="").values_list("type", flat=True).first()
     if other is not None:
         raise NotFound(
-            f"{name!r} is a {other}, not a {kind}: use POST /api/v1/extensions/{other}s/install",
+            f"{name!r} is a {other}, not a {kind}: use POST {reverse('install-plan', kwargs={'kinds': plural(other)})}",
             details=[{"name": name, "type": other}],
         )
     from difflib import get_close_matches
@@ -137,7 +140,7 @@ def _version_requirement(extension: str, version: str | None) -> str:
     if not version:
         return extension
     try:
-        Version.parse(version)
+        SemVer.parse(version)
     except ExtensionError:
         try:
             Constraint.parse(version)
@@ -190,13 +193,3 @@ def _manifests(resolution: Resolution) -> dict[tuple[str, str], dict[str, Any]]:
         "extension__name", "version", "manifest"
     )
     return {(n, v): m for n, v, m in rows if (n, v) in wanted}
-
-
-def requirements_from(value: Any) -> list[str]:
-    """Validate the ``requirements`` field of a resolve request."""
-    if not isinstance(value, list) or not value or not all(isinstance(r, str) for r in value):
-        raise BadRequest(
-            'requirements must be a non-empty list of strings such as "kubernetes ^1.28" or "cilium"',
-            details=[{"path": "requirements", "message": "a non-empty list of strings"}],
-        )
-    return list(value)

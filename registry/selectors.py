@@ -31,16 +31,11 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 
 from extensions.errors import VersionError
+from extensions.kinds import PLURAL, TYPES
 from extensions.names import NAME_RULE, is_valid_name, suggest_name
-from extensions.versions import Version as SemVer
+from extensions.versions import SemVer
 from registry.errors import BadRequest, NotFound
-from registry.models import Dependency, Extension, ExtensionType, Ownership, Provide, Version
-
-#: The singular kinds (``type`` of an extension, ``kind`` of what it provides), as in URLs.
-TYPES: tuple[str, ...] = tuple(ExtensionType.values)
-#: The plural spelling of each kind, as in ``[provides]`` and the listing URLs.
-PLURAL: dict[str, str] = {t: f"{t}s" for t in TYPES}
-SINGULAR: dict[str, str] = {p: t for t, p in PLURAL.items()}
+from registry.models import Dependency, Extension, Ownership, Provide, Version
 
 SEMVER_HINT = "use MAJOR.MINOR.PATCH as in SemVer 2.0.0 (e.g. 1.28.0, 2.0.0-rc.1)"
 
@@ -351,7 +346,7 @@ class CatalogStats:
 
 def catalog_stats() -> CatalogStats:
     """Aggregates for /metrics, read from the database (correct across processes)."""
-    by_type = dict.fromkeys(TYPES, 0)
+    by_type: dict[str, int] = dict.fromkeys(TYPES, 0)
     for row in Extension.objects.values("type").annotate(n=Count("id")).order_by():
         by_type[row["type"]] = row["n"]
     versions = Version.objects.aggregate(

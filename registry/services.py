@@ -18,9 +18,10 @@ from django.db.models import F
 from django.utils import timezone
 
 from extensions.archive import PackageInfo
-from extensions.manifest import KINDS, Manifest
+from extensions.kinds import KINDS, SINGULAR
+from extensions.manifest import Manifest
 from extensions.names import RESERVED_NAMES, confusable_key, confusable_keys
-from extensions.versions import Version as SemVer
+from extensions.versions import SemVer
 from registry import storage
 from registry.errors import (
     BadRequest,
@@ -142,7 +143,7 @@ def _check_provides(actor: Actor, manifest: Manifest, extension: Extension | Non
     nor a name confusable with it or with another owner's extension name (clients look provided
     names up by kind, so a look-alike would be a typosquat)."""
     for kind in KINDS:
-        singular = kind[:-1]
+        singular = SINGULAR[kind]
         for provided in manifest.provides.get(kind, ()):
             keys = confusable_keys(provided)
             clashes = (
@@ -370,7 +371,7 @@ def version_create(
     )
     Provide.objects.bulk_create(
         [
-            Provide(version=version, kind=kind[:-1], name=provided, confusable_key=confusable_key(provided))
+            Provide(version=version, kind=SINGULAR[kind], name=provided, confusable_key=confusable_key(provided))
             for kind in KINDS
             for provided in sorted(set(manifest.provides.get(kind, ())))
         ]

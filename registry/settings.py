@@ -196,7 +196,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["registry.parsers.SafeJSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
-    "EXCEPTION_HANDLER": "registry.exceptions.exception_handler",
+    "EXCEPTION_HANDLER": "registry.exception_handler.exception_handler",
     "NUM_PROXIES": env_int("REGISTRY_NUM_PROXIES", 0),
 }
 SPECTACULAR_SETTINGS = {

@@ -7,7 +7,8 @@ from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
 from builds import apis as build_apis
 from builds import metrics as build_metrics
 from builds import views as build_views
-from registry import apis, apis_resolve, apis_write, metrics, views
+from registry import metrics, views
+from registry.apis import catalog, downloads, owners, resolve, schema, tokens, yank
 
 api = "api/v1/"
 
@@ -19,42 +20,44 @@ urlpatterns = [
     path("extensions/<str:name>/<str:version>/", views.version_page, name="catalog-version"),
     path("builds/<str:build_id>/", build_views.build_page, name="catalog-build"),
     path("healthz", views.healthz, name="healthz"),
-    # GET searches (registry.apis), POST publishes (builds.apis).
+    # GET searches (registry.apis.catalog), POST publishes (builds.apis).
     path(f"{api}extensions/", build_apis.ExtensionsApi.as_view(), name="extension-publish"),
-    path(f"{api}extensions/providers", apis.ProvidersApi.as_view(), name="providers"),
-    path(f"{api}extensions/taskservs", apis.TaskservsApi.as_view(), name="taskservs"),
-    path(f"{api}extensions/clusters", apis.ClustersApi.as_view(), name="clusters"),
-    path(f"{api}extensions/templates", apis.TemplatesApi.as_view(), name="templates"),
-    path(f"{api}extensions/<str:name>/", apis.ExtensionDetailApi.as_view(), name="extension-detail"),
-    path(f"{api}extensions/<str:name>/dependents/", apis.DependentsApi.as_view(), name="extension-dependents"),
-    path(f"{api}extensions/<str:name>/versions/<str:version>/", apis.VersionDetailApi.as_view(), name="version-detail"),
+    path(f"{api}extensions/providers", catalog.ProvidersApi.as_view(), name="providers"),
+    path(f"{api}extensions/taskservs", catalog.TaskservsApi.as_view(), name="taskservs"),
+    path(f"{api}extensions/clusters", catalog.ClustersApi.as_view(), name="clusters"),
+    path(f"{api}extensions/templates", catalog.TemplatesApi.as_view(), name="templates"),
+    path(f"{api}extensions/<str:name>/", catalog.ExtensionDetailApi.as_view(), name="extension-detail"),
+    path(f"{api}extensions/<str:name>/dependents/", catalog.DependentsApi.as_view(), name="extension-dependents"),
+    path(
+        f"{api}extensions/<str:name>/versions/<str:version>/", catalog.VersionDetailApi.as_view(), name="version-detail"
+    ),
     path(
         f"{api}extensions/<str:name>/versions/<str:version>/download",
-        apis.DownloadApi.as_view(),
+        downloads.DownloadApi.as_view(),
         name="version-download",
     ),
     path(f"{api}builds/", build_apis.SourceBuildApi.as_view(), name="build-create"),
     path(f"{api}builds/<str:build_id>/", build_apis.BuildDetailApi.as_view(), name="build-detail"),
     path(
         f"{api}extensions/<str:name>/versions/<str:version>/yank",
-        apis_write.YankApi.as_view(),
+        yank.YankApi.as_view(),
         name="version-yank",
     ),
-    path(f"{api}extensions/<str:name>/owners/", apis_write.OwnersApi.as_view(), name="extension-owners"),
-    path(f"{api}extensions/<str:name>/owners/<str:username>/", apis_write.OwnerApi.as_view(), name="extension-owner"),
-    path(f"{api}tokens/", apis_write.TokensApi.as_view(), name="tokens"),
-    path(f"{api}tokens/<int:token_id>/", apis_write.TokenApi.as_view(), name="token"),
+    path(f"{api}extensions/<str:name>/owners/", owners.OwnersApi.as_view(), name="extension-owners"),
+    path(f"{api}extensions/<str:name>/owners/<str:username>/", owners.OwnerApi.as_view(), name="extension-owner"),
+    path(f"{api}tokens/", tokens.TokensApi.as_view(), name="tokens"),
+    path(f"{api}tokens/<int:token_id>/", tokens.TokenApi.as_view(), name="token"),
     # Keep this lookup after every other two-segment route under extensions/ (e.g. a future
     # extensions/taskservs/install): it matches any extensions/WORD/WORD.
-    path(f"{api}index/<str:name>", apis_resolve.index_document, name="index-document"),
-    path(f"{api}resolve", apis_resolve.ResolveApi.as_view(), name="resolve"),
+    path(f"{api}index/<str:name>", resolve.index_document, name="index-document"),
+    path(f"{api}resolve", resolve.ResolveApi.as_view(), name="resolve"),
     path(
         f"{api}extensions/<str:kinds>/install",
-        apis_resolve.InstallPlanApi.as_view(),
+        resolve.InstallPlanApi.as_view(),
         name="install-plan",
     ),
-    path(f"{api}extensions/<str:type>/<str:name>", apis.ProvidedLookupApi.as_view(), name="extension-lookup"),
-    path(f"{api}schema/extension.json", apis.ManifestSchemaApi.as_view(), name="manifest-schema"),
+    path(f"{api}extensions/<str:type>/<str:name>", catalog.ProvidedLookupApi.as_view(), name="extension-lookup"),
+    path(f"{api}schema/extension.json", schema.ManifestSchemaApi.as_view(), name="manifest-schema"),
     path("metrics", metrics.metrics_view(extra=[build_metrics.BuildCollector()]), name="metrics"),
     path(f"{api}openapi.json", SpectacularJSONAPIView.as_view(), name="openapi"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="openapi"), name="api-docs"),

@@ -27,10 +27,12 @@ from django.urls import Resolver404, resolve, reverse
 from django.views import defaults
 from django.views.decorators.http import condition, require_safe
 
+from extensions.kinds import TYPES, plural, singular
 from extensions.manifest import is_valid_keyword
-from registry import exceptions, selectors
-from registry.api import base_url
-from registry.apis import MAX_QUERY_CHARS, download_url
+from registry import exception_handler, selectors
+from registry.apis.base import base_url
+from registry.apis.catalog import MAX_QUERY_CHARS
+from registry.apis.shapes import download_url
 from registry.errors import BadRequest, NotFound
 from registry.models import Extension, Version
 
@@ -65,9 +67,6 @@ MAX_PAGE_DIGITS = 9
 #: Files of a version listed on its page (a package may have thousands; the rest are counted).
 MAX_FILES_SHOWN = 500
 MAX_DEPENDENTS_SHOWN = 50
-#: The kinds browsed from the home page, in this order (templates only when there are some).
-BROWSE_TYPES = ("provider", "taskserv", "cluster", "template")
-_PLURAL_TITLE = {"provider": "Providers", "taskserv": "Taskservs", "cluster": "Clusters", "template": "Templates"}
 _TEMPLATES_DIR = Path(settings.BASE_DIR) / "templates"
 _STATIC_DIR = Path(__file__).resolve().parent / "static" / "registry"
 
@@ -263,7 +262,7 @@ def home(request: HttpRequest) -> HttpResponse:
     """The front page: the search box, counts, the latest publishes, and browsing by kind."""
     stats = selectors.catalog_stats()
     kinds = []
-    for kind in BROWSE_TYPES:
+    for kind in TYPES:  # templates only when there are some
         count = stats.extensions_by_type.get(kind, 0)
         if kind == "template" and not count:
             continue
@@ -271,9 +270,9 @@ def home(request: HttpRequest) -> HttpResponse:
         kinds.append(
             {
                 "type": kind,
-                "title": _PLURAL_TITLE[kind],
+                "title": plural(kind).capitalize(),
                 "count": count,
-                "url": "/search?" + urllib.parse.urlencode({"type": kind}),
+                "url": reverse("catalog-search") + "?" + urllib.parse.urlencode({"type": kind}),
                 "extensions": [extension for extension, _ in sample],
             }
         )
@@ -302,10 +301,9 @@ def _search_query(params: Any) -> SearchQuery:
         notices.append(f"The search was cut to its first {MAX_QUERY_CHARS} characters.")
     kind: str | None = (params.get("type") or "").strip().lower() or None
     if kind is not None:
-        kind = selectors.SINGULAR.get(kind, kind)
-        if kind not in selectors.TYPES:
-            notices.append(f"Unknown type {kind[:40]!r} ignored: use one of {', '.join(selectors.TYPES)}.")
-            kind = None
+        if singular(kind) is None:
+            notices.append(f"Unknown type {kind[:40]!r} ignored: use one of {', '.join(TYPES)}.")
+        kind = singular(kind)
     keyword: str | None = (params.get("keyword") or "").strip().lower() or None
     if keyword is not None and not is_valid_keyword(keyword):
         notices.append("A keyword is lower-case letters, digits and hyphens (at most 32): the filter was ignored.")
@@ -320,7 +318,8 @@ def _search_url(query: SearchQuery, **changes: Any) -> str:
     if values["page"] == 1:
         values["page"] = None
     query_string = urllib.parse.urlencode({k: v for k, v in values.items() if v})
-    return f"/search?{query_string}" if query_string else "/search"
+    search = reverse("catalog-search")
+    return f"{search}?{query_string}" if query_string else search
 
 
 @catalog_page
@@ -347,12 +346,12 @@ def search(request: HttpRequest) -> HttpResponse:
         {"label": "All", "type": None, "url": _search_url(query, type=None, page=1), "current": query.type is None}
     ] + [
         {
-            "label": _PLURAL_TITLE[kind],
+            "label": plural(kind).capitalize(),
             "type": kind,
             "url": _search_url(query, type=kind, page=1),
             "current": query.type == kind,
         }
-        for kind in selectors.TYPES
+        for kind in TYPES
     ]
     context = {
         "query": query,
@@ -407,7 +406,7 @@ def extension_page(request: HttpRequest, name: str) -> HttpResponse:
         "dependents_more": max(0, dependents.total - len(dependents.items)),
         **_commands(extension),
         "registry": base_url(request),
-        "api_url": f"/api/v1/extensions/{extension.name}/",
+        "api_url": reverse("extension-detail", kwargs={"name": extension.name}),
         "title": extension.name,
     }
     return render(request, "catalog/extension.html", context)
@@ -447,10 +446,10 @@ def version_page(request: HttpRequest, name: str, version: str) -> HttpResponseB
             "required_env": [str(e) for e in manifest.get("required_env") or []],
             "optional_env": [str(e) for e in manifest.get("optional_env") or []],
         },
-        "build_url": f"/builds/{build_id}/" if build_id else None,
+        "build_url": reverse("catalog-build", kwargs={"build_id": build_id}) if build_id else None,
         **_commands(extension, row.canonical),
         "registry": base_url(request),
-        "api_url": f"/api/v1/extensions/{extension.name}/versions/{row.canonical}/",
+        "api_url": reverse("version-detail", kwargs={"name": extension.name, "version": row.canonical}),
         "title": f"{extension.name} {row.version}",
     }
     return render(request, "catalog/version.html", context)
@@ -465,13 +464,13 @@ def _is_api(request: HttpRequest) -> bool:
 
 def handler400(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     if _is_api(request):
-        return exceptions.json_400(request, exception)
+        return exception_handler.json_400(request, exception)
     return defaults.bad_request(request, exception or Exception())
 
 
 def handler403(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     if _is_api(request):
-        return exceptions.json_403(request, exception)
+        return exception_handler.json_403(request, exception)
     return defaults.permission_denied(request, exception or Exception())
 
 
@@ -493,7 +492,7 @@ def _with_slash(request: HttpRequest) -> str | None:
 
 def handler404(request: HttpRequest, exception: Exception | None = None) -> HttpResponseBase:
     if _is_api(request):
-        return exceptions.json_404(request, exception)
+        return exception_handler.json_404(request, exception)
     target = _with_slash(request)
     if target is not None:
         return HttpResponsePermanentRedirect(target)
@@ -502,7 +501,7 @@ def handler404(request: HttpRequest, exception: Exception | None = None) -> Http
 
 def handler500(request: HttpRequest) -> HttpResponse:
     if _is_api(request):
-        return exceptions.json_500(request)
+        return exception_handler.json_500(request)
     response = defaults.server_error(request)
     response["Content-Security-Policy"] = CATALOG_CSP
     return response

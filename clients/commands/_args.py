@@ -71,10 +71,10 @@ def version_or_constraint(text: str) -> str:
 def exact_version(text: str) -> str:
     """A version (``1.28.6``)."""
     from extensions.errors import ExtensionError
-    from extensions.versions import Version
+    from extensions.versions import SemVer
 
     try:
-        return str(Version.parse(text.strip()))
+        return str(SemVer.parse(text.strip()))
     except ExtensionError as exc:
         raise argparse.ArgumentTypeError(f"{text!r} is not a version: {exc.message}") from None
 

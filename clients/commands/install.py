@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from clients.cli import Commands, Context, Handler
     from clients.output import Output
 
-GROUPS = {"taskserv": "taskserv", "cluster": "cluster", "providers": "provider"}
 OFFLINE_HINT = "--offline works from the local store and cache"  # create and sync have --offline
 
 
@@ -102,9 +101,10 @@ def _list(type: str) -> Handler:
             )
             for item in found:
                 if yanked.get(item.entry.name):
+                    group = install.cli_group(type)
                     out.warn(
                         f"{item.entry.name} {item.entry.version} is yanked in the registry: choose another version "
-                        f"with `provisioning {_group_of(type)} create {item.entry.name} --infra {infra} --version V`"
+                        f"with `provisioning {group} create {item.entry.name} --infra {infra} --version V`"
                     )
             if unchecked:
                 out.warn(f"not checked for yanked versions: {unchecked}")
@@ -142,10 +142,6 @@ def _yanked_pins(
 
 def _yes_no(value: bool | None) -> str:
     return "?" if value is None else ("yes" if value else "")
-
-
-def _group_of(type: str) -> str:
-    return next(group for group, kind in GROUPS.items() if kind == type)
 
 
 def _trim(text: object, width: int = 70) -> str:
@@ -217,7 +213,7 @@ def _install_options(p: argparse.ArgumentParser, *, create: bool) -> None:
 
 
 def register(cli: Commands) -> None:
-    for group, type in GROUPS.items():
+    for type, group in install.CLI_GROUPS.items():
         p = cli.leaf(
             group,
             "create",

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from clients.commands._args import exact_version, extension_type, non_negative, page_size, seconds
 from clients.errors import ClientError, UsageError
 from clients.progress import Progress
-from clients.registry_client import RegistryClient, RegistryError
+from clients.registry_client import RegistryClient, RegistryErrorAnswer
 
 if TYPE_CHECKING:
     from clients.cli import Commands, Context
@@ -34,7 +34,7 @@ def _build_failed(build: dict[str, Any]) -> ClientError:
     )
 
 
-def _failed_build(client: RegistryClient, error: RegistryError) -> dict[str, Any] | None:
+def _failed_build(client: RegistryClient, error: RegistryErrorAnswer) -> dict[str, Any] | None:
     """The build a refused publish names in its details (the registry ran it at once and it failed),
     with its log; None when the refusal names no build."""
     named = next((d for d in error.details if isinstance(d, dict) and d.get("build")), None)
@@ -70,7 +70,7 @@ def _cmd_publish(args: argparse.Namespace, ctx: Context) -> int:
         try:
             with Progress.for_output(out) as bars:
                 build = client.publish(package, progress=bars.task(f"uploading {package.name}"))
-        except RegistryError as exc:
+        except RegistryErrorAnswer as exc:
             failed = _failed_build(client, exc)
             if failed is not None:
                 _print_failed_build(out, failed, logged=False)

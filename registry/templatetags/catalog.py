@@ -5,6 +5,7 @@ from __future__ import annotations
 from django import template
 
 from extensions.errors import ExtensionError
+from extensions.kinds import PLURAL
 from extensions.resolver import describe_constraint
 from extensions.versions import Constraint
 
@@ -18,3 +19,9 @@ def constraint(text: str) -> str:
         return describe_constraint(Constraint.parse(str(text), check_satisfiable=False))
     except ExtensionError:
         return str(text)
+
+
+@register.filter
+def kind(type: str) -> str:
+    """The plural kind of a type (``taskserv`` -> ``taskservs``; extensions.kinds)."""
+    return PLURAL.get(str(type), str(type))

@@ -81,7 +81,18 @@ def test_discover_lists_what_the_registry_offers_of_a_kind(capsys: Capsys, cli_a
     assert {line.split()[0] for line in table.out.splitlines()[1:]} == {"aws", "local", "upcloud"}
 
 
-def test_discover_with_a_name_gives_its_versions_and_compatibility(capsys: Capsys, cli_args: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("runtime", "compatible"),
+    [
+        ("1.1.0", (False, True)),
+        # A pre-release runtime is placed by precedence (extensions.versions.runs_on), as the resolver does:
+        ("1.2.0-rc.1", (False, True)),  # before 1.2.0: not >=1.2.0
+        ("1.3.0-rc.1", (True, True)),  # after 1.2.0: >=1.2.0 although the constraint names no pre-release
+    ],
+)
+def test_discover_with_a_name_gives_its_versions_and_compatibility(
+    capsys: Capsys, cli_args: list[str], runtime: str, compatible: tuple[bool, bool]
+) -> None:
     data = envelope(
         run(
             capsys,
@@ -92,7 +103,7 @@ def test_discover_with_a_name_gives_its_versions_and_compatibility(capsys: Capsy
             "--name",
             "kubernetes",
             "--runtime-version",
-            "1.1.0",
+            runtime,
             "--output",
             "json",
         )
@@ -100,8 +111,8 @@ def test_discover_with_a_name_gives_its_versions_and_compatibility(capsys: Capsy
     assert len(data) == 1
     item = data[0]
     assert [(v["version"], v["compatible"], v["provisioning_version"]) for v in item["versions"]] == [
-        ("1.29.1", False, ">=1.2.0"),
-        ("1.28.6", True, ">=1.0.0"),
+        ("1.29.1", compatible[0], ">=1.2.0"),
+        ("1.28.6", compatible[1], ">=1.0.0"),
     ]
     assert item["dependencies"] == ["containerd ^1.7", "etcd ^3.5"]
 

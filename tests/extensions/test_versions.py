@@ -1,4 +1,4 @@
-"""`extensions.versions.Version`: strict SemVer 2.0.0 parsing, precedence, equality (SPEC 2.2)."""
+"""`extensions.versions.SemVer`: strict SemVer 2.0.0 parsing, precedence, equality (SPEC 2.2)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pickle
 import pytest
 
 from extensions.errors import VersionError
-from extensions.versions import Version, parse_version
+from extensions.versions import Constraint, SemVer, Version, parse_version, runs_on
 
 # The precedence example of SemVer 2.0.0 section 11, in ascending order.
 SEMVER_SPEC_ORDER = [
@@ -207,4 +207,37 @@ def test_it_gives_the_next_version_and_the_release() -> None:
     assert Version.parse("1.2.3-rc").next_version() == Version.parse("1.2.3-rc.0")
     assert str(Version.parse("1.2.3-rc.1+b").release) == "1.2.3"
     assert str(Version.parse("1.2.3-rc.1+b").without_build()) == "1.2.3-rc.1"
-    assert repr(Version.parse("1.2.3+b")) == "Version('1.2.3+b')"
+    assert repr(Version.parse("1.2.3+b")) == "SemVer('1.2.3+b')"
+
+
+# -- runs_on: does an extension's provisioning_version admit the runtime ---------------------------
+
+
+@pytest.mark.parametrize(
+    ("constraint", "runtime", "runs"),
+    [
+        (">=1.0.0", "1.5.0", True),
+        (">=1.0.0", "0.9.0", False),
+        # A pre-release runtime is placed by precedence, whether or not the constraint names a pre-release:
+        (">=1.0.0", "1.5.0-rc.1", True),
+        (">=1.5.0", "1.5.0-rc.1", False),
+        (">=1.5.0-rc.1", "1.5.0-rc.1", True),
+        ("^1.4", "1.9.0-beta.2", True),
+        ("^1.4", "2.0.0-rc.1", False),  # ^1.4 is <2.0.0-0: a 2.0 pre-release is not a 1.x runtime
+        ("~1.4", "1.4.1-rc.1", True),
+    ],
+)
+def test_runs_on_places_a_runtime_by_precedence(constraint: str, runtime: str, runs: bool) -> None:
+    assert runs_on(Constraint.parse(constraint), Version.parse(runtime)) is runs
+    # unlike choosing a candidate, where the pre-release rule applies:
+    if Version.parse(runtime).is_prerelease and "-" not in constraint:
+        assert not Constraint.parse(constraint).contains(runtime)
+
+
+def test_runs_on_without_a_constraint_or_a_runtime_version_is_true() -> None:
+    assert runs_on(None, Version.parse("1.0.0-rc.1"))
+    assert runs_on(Constraint.parse(">=9"), None)
+
+
+def test_version_is_a_compatibility_alias_of_semver() -> None:
+    assert Version is SemVer

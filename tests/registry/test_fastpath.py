@@ -13,8 +13,9 @@ from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
 from django.test import Client
+from django.urls import reverse
 
-from registry.fastpath import IndexFastPath
+from registry.fastpath import PREFIX, IndexFastPath
 
 if TYPE_CHECKING:
     from tests.factories import Publisher
@@ -101,3 +102,8 @@ def test_everything_else_goes_to_django(fast: IndexFastPath, db: None, path: str
     assert headers["Content-Type"].startswith("application/json")
     if expected == 404:
         assert b'"code":"not_found"' in body.replace(b" ", b"")
+
+
+def test_its_prefix_is_the_index_documents_route() -> None:
+    # The fast path matches before URL resolution, so it keeps the prefix as a constant: the route's.
+    assert reverse("index-document", kwargs={"name": "etcd"}) == PREFIX + "etcd"

@@ -21,8 +21,9 @@ from builds.models import Build
 from builds.pipeline import limits
 from extensions.archive import inspect_package, select_files
 from extensions.errors import ExtensionError
+from extensions.graph import DependencyCycleError, dependency_order
 from extensions.manifest import Manifest, load_manifest
-from extensions.versions import Version as SemVer
+from extensions.versions import SemVer
 from registry.errors import RegistryError
 from registry.models import Version
 from registry.tokens import Actor
@@ -59,29 +60,17 @@ def _source_tarball(source: Path, manifest: Manifest, target: IO[bytes]) -> None
 
 
 def _order(manifests: dict[Path, Manifest]) -> list[Path]:
-    """Dependencies first (among the given sources), then by name and version."""
+    """Dependencies first (among the given sources; `extensions.graph.dependency_order`), then by
+    name and version."""
     by_name: dict[str, list[Path]] = {}
     for path, manifest in manifests.items():
         by_name.setdefault(manifest.name, []).append(path)
-    ordered: list[Path] = []
-    state: dict[str, int] = {}
-
-    def visit(name: str, chain: tuple[str, ...]) -> None:
-        if state.get(name) == 2:
-            return
-        if state.get(name) == 1:
-            raise CommandError(f"dependency cycle among the sources: {' -> '.join((*chain, name))}")
-        state[name] = 1
-        for path in by_name[name]:
-            for dep in manifests[path].dependencies:
-                if dep.name in by_name:
-                    visit(dep.name, (*chain, name))
-        state[name] = 2
-        ordered.extend(sorted(by_name[name], key=lambda p: manifests[p].version))
-
-    for name in sorted(by_name):
-        visit(name, ())
-    return ordered
+    needs = {name: [d.name for p in paths for d in manifests[p].dependencies] for name, paths in by_name.items()}
+    try:
+        names = dependency_order(needs)
+    except DependencyCycleError as exc:
+        raise CommandError(f"dependency cycle among the sources: {' -> '.join(exc.cycle)}") from None
+    return [path for name in names for path in sorted(by_name[name], key=lambda p: manifests[p].version)]
 
 
 def _published(name: str, version: SemVer) -> bool:

@@ -11,11 +11,12 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from extensions.kinds import SINGULAR
 from extensions.names import NAME_RE
 from registry import resolution
-from registry.api import ApiView, ResolveThrottle, base_url, ok, validated
+from registry.apis.base import ApiView, ResolveThrottle, base_url, ok, validated
 from registry.errors import NotFound
-from registry.exceptions import error_body
+from registry.exception_handler import error_body
 from registry.fastpath import CACHE_CONTROL, etag_matches
 from registry.models import Extension
 
@@ -96,7 +97,8 @@ class InstallInput(serializers.Serializer):
     runtime_version = serializers.CharField(max_length=256, required=False, allow_null=True)
 
 
-_KINDS = {"taskservs": "taskserv", "clusters": "cluster", "providers": "provider"}
+#: The kinds with an install endpoint (a template is not installed into an infrastructure).
+_KINDS = {kinds: type for kinds, type in SINGULAR.items() if type != "template"}
 
 
 class InstallPlanApi(ApiView):

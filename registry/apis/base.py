@@ -1,26 +1,35 @@
 """What every API view shares: the success envelope, the actor of a request, authentication and
-throttling classes. Errors are rendered by registry.exceptions.exception_handler."""
+throttling classes, query-parameter parsing and content negotiation for non-JSON answers. Errors
+are rendered by registry.exception_handler.exception_handler."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest
 from rest_framework import serializers
 from rest_framework.authentication import SessionAuthentication
+from rest_framework.negotiation import BaseContentNegotiation
+from rest_framework.parsers import BaseParser
+from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.views import APIView
 
+from registry import openapi as _openapi  # noqa: F401 - registers the authentication schemes
 from registry.authentication import BearerTokenAuthentication, client_address
 from registry.errors import BadRequest
+from registry.fastpath import etag_matches
 from registry.models import ApiToken
 from registry.parsers import SafeJSONParser
 from registry.tokens import Actor
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+DEFAULT_LIMIT = 20
+MAX_LIMIT = 100
 
 
 def ok(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -97,3 +106,53 @@ class ApiView(APIView):
 
     def actor(self) -> Actor:
         return actor_for(self.request)
+
+
+# --- query parameters and negotiation -------------------------------------------------------------
+
+
+def bad_param(name: str, allowed: str, raw: str) -> BadRequest:
+    message = f"the query parameter {name} is {raw[:40]!r}: {allowed}"
+    return BadRequest(message, details=[{"path": name, "message": allowed}])
+
+
+def int_param(request: Request, name: str, *, default: int, minimum: int, maximum: int | None = None) -> int:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    allowed = (
+        f"use a whole number from {minimum} to {maximum}"
+        if maximum is not None
+        else f"use a whole number, at least {minimum}"
+    )
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
+        raise bad_param(name, allowed, raw)
+    value = int(raw)
+    if value < minimum or (maximum is not None and value > maximum):
+        raise bad_param(name, allowed, raw)
+    return value
+
+
+def paging(request: Request) -> tuple[int, int]:
+    limit = int_param(request, "limit", default=DEFAULT_LIMIT, minimum=1, maximum=MAX_LIMIT)
+    offset = int_param(request, "offset", default=0, minimum=0)
+    return limit, offset
+
+
+def request_etag_matches(request: Request, etag: str) -> bool:
+    """Whether If-None-Match names this ETag (weak or strong), or is ``*``."""
+    return etag_matches(request.META.get("HTTP_IF_NONE_MATCH", ""), etag)
+
+
+class AnyAcceptNegotiation(BaseContentNegotiation):
+    """For endpoints whose success is not JSON (a package, the JSON Schema): never refuse a
+    request for its Accept header; errors are still rendered as the JSON envelope."""
+
+    def select_parser(self, request: Request, parsers: Iterable[BaseParser]) -> BaseParser | None:
+        return next(iter(parsers), None)
+
+    def select_renderer(
+        self, request: Request, renderers: Iterable[BaseRenderer], format_suffix: str | None = None
+    ) -> tuple[BaseRenderer, str]:
+        renderer = next(iter(renderers))
+        return renderer, str(renderer.media_type)
