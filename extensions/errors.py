@@ -70,6 +70,16 @@ class InvalidNameError(ExtensionError):
         self.suggestion = suggestion
 
 
+class ReservedNameError(InvalidNameError):
+    """A name is one of the reserved names (SPEC 2.2): a name clash, not a malformed name."""
+
+    code = "name_taken"
+
+    def __init__(self, message: str, *, path: str = "", name: str = "") -> None:
+        super().__init__(message, path=path)
+        self.name = name
+
+
 class VersionError(ExtensionError):
     """A version string is not strict SemVer 2.0.0."""
 
@@ -94,6 +104,17 @@ class ManifestError(ExtensionError):
     @property
     def warnings(self) -> list[Problem]:
         return [p for p in self.problems if p.severity == "warning"]
+
+
+class ReservedManifestNameError(ManifestError):
+    """``extension.toml`` names a reserved extension name (``name_taken``, SPEC 3.1); ``name`` is it.
+    ``problems`` holds every problem of the file, as for any `ManifestError`."""
+
+    code = "name_taken"
+
+    def __init__(self, message: str, *, name: str, problems: Iterable[Problem] = ()) -> None:
+        super().__init__(message, problems=problems, details=[{"path": "extension.name", "name": name}])
+        self.name = name
 
 
 class ArchiveError(ExtensionError):

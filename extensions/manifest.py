@@ -44,10 +44,12 @@ from extensions.errors import (
     InvalidNameError,
     ManifestError,
     Problem,
+    ReservedManifestNameError,
+    ReservedNameError,
     VersionError,
 )
-from extensions.kinds import KINDS, SINGULAR, ExtensionType
-from extensions.names import CanonicalName, validate_name
+from extensions.kinds import KINDS, SINGULAR, TYPES, ExtensionType
+from extensions.names import RESERVED_NAMES, CanonicalName, validate_name
 from extensions.versions import Constraint, SemVer, parse_requirement
 
 __all__ = [
@@ -58,6 +60,7 @@ __all__ = [
     "Dependency",
     "ExtensionType",
     "Manifest",
+    "ManifestLimits",
     "check_manifest",
     "load_manifest",
     "manifest_schema",
@@ -69,6 +72,26 @@ MAX_MANIFEST_BYTES = 64 * 1024
 
 
 MAX_KEYWORD_LENGTH = 32
+
+
+@dataclass(frozen=True)
+class ManifestLimits:
+    """How long the lists of ``extension.toml`` may be (SPEC 2.4). The JSON Schema carries these
+    defaults; the registry builds one from its settings (and serves the schema with them)."""
+
+    max_provides: int = 32  # names in [provides], all kinds together
+    max_dependencies: int = 64  # [dependencies] extensions
+    max_system_packages: int = 64
+    max_env_vars: int = 64  # required_env and optional_env together
+    max_build_patterns: int = 32  # [build] include and exclude together
+    max_pattern_length: int = 256  # characters of one [build] pattern
+    max_pattern_wildcards: int = 16  # '*', '?' and '[...]' in one [build] pattern
+    max_authors: int = 32
+    max_categories: int = 16
+    max_compatibility_keys: int = 32
+
+
+DEFAULT_MANIFEST_LIMITS = ManifestLimits()
 
 _KEYWORD_RE = re.compile(r"[a-z0-9-]+")
 _ENV_RE = re.compile(r"[A-Z_][A-Z0-9_]*")
@@ -166,6 +189,68 @@ class Manifest:
             "build_exclude": list(self.build_exclude),
         }
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Manifest:
+        """The inverse of `to_dict`, for a manifest validated elsewhere (the build sandbox validated
+        it, in another process). It checks the shape of every field and parses the version and the
+        constraints, not the rules of extension.toml; a malformed document is a `ValueError`."""
+
+        def text(key: str, *, optional: bool = False) -> Any:
+            return _string_field(data, key, optional=optional)
+
+        def texts(value: Any, key: str) -> tuple[str, ...]:
+            if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+                raise ValueError(f"manifest field {key!r} is not a list of strings")
+            return tuple(value)
+
+        kind = text("type")
+        if kind not in TYPES:
+            raise ValueError(f"manifest field 'type' is {kind!r}")
+        provides = data.get("provides")
+        compatibility = data.get("compatibility")
+        dependencies = data.get("dependencies")
+        if not isinstance(provides, dict) or not isinstance(compatibility, dict) or not isinstance(dependencies, list):
+            raise ValueError("manifest fields 'provides', 'compatibility' or 'dependencies' are malformed")
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in compatibility.items()):
+            raise ValueError("manifest field 'compatibility' is not a table of strings")
+        deps = []
+        for item in dependencies:
+            if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+                raise ValueError("manifest field 'dependencies' is malformed")
+            deps.append(Dependency(CanonicalName(item["name"]), Constraint.parse(_string_field(item, "constraint"))))
+        runtime = text("provisioning_version", optional=True)
+        return cls(
+            name=CanonicalName(text("name")),
+            version=SemVer.parse(text("version")),
+            description=text("description"),
+            type=cast(ExtensionType, kind),
+            authors=texts(data.get("authors"), "authors"),
+            license=text("license", optional=True),
+            homepage=text("homepage", optional=True),
+            repository=text("repository", optional=True),
+            keywords=texts(data.get("keywords"), "keywords"),
+            categories=texts(data.get("categories"), "categories"),
+            readme=text("readme"),
+            provisioning_version=None if runtime is None else Constraint.parse(runtime),
+            compatibility=dict(compatibility),
+            provides={kind: texts(provides.get(kind, []), f"provides.{kind}") for kind in KINDS},
+            dependencies=tuple(deps),
+            system_packages=texts(data.get("system_packages"), "system_packages"),
+            required_env=texts(data.get("required_env"), "required_env"),
+            optional_env=texts(data.get("optional_env"), "optional_env"),
+            build_include=texts(data.get("build_include"), "build_include"),
+            build_exclude=texts(data.get("build_exclude"), "build_exclude"),
+        )
+
+
+def _string_field(data: Mapping[str, Any], key: str, *, optional: bool = False) -> Any:
+    value = data.get(key)
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"manifest field {key!r} is not a string")
+    return value
+
 
 # --- the schema ------------------------------------------------------------------------------------
 
@@ -181,13 +266,37 @@ def _schema() -> dict[str, Any]:
 
 
 @functools.cache
-def _validator() -> Draft202012Validator:
-    return Draft202012Validator(_schema())
+def _limited_schema(limits: ManifestLimits) -> dict[str, Any]:
+    """The schema with the list bounds of ``limits`` (the shipped file carries the defaults)."""
+    schema = _schema()
+    if limits == DEFAULT_MANIFEST_LIMITS:
+        return schema
+    schema = copy.deepcopy(schema)
+    props = schema["properties"]
+    extension = props["extension"]["properties"]
+    extension["authors"]["maxItems"] = limits.max_authors
+    extension["categories"]["maxItems"] = limits.max_categories
+    props["compatibility"]["maxProperties"] = limits.max_compatibility_keys
+    for kind in KINDS:
+        props["provides"]["properties"][kind]["maxItems"] = limits.max_provides
+    dependencies = props["dependencies"]["properties"]
+    dependencies["extensions"]["maxItems"] = dependencies["extensions"]["maxProperties"] = limits.max_dependencies
+    dependencies["system_packages"]["maxItems"] = limits.max_system_packages
+    schema["$defs"]["envNames"]["maxItems"] = limits.max_env_vars
+    schema["$defs"]["patterns"]["maxItems"] = limits.max_build_patterns
+    schema["$defs"]["patterns"]["items"]["maxLength"] = limits.max_pattern_length
+    return schema
 
 
-def manifest_schema() -> dict[str, Any]:
-    """The JSON Schema (Draft 2020-12) of ``extension.toml``; a copy, free to change."""
-    return copy.deepcopy(_schema())
+@functools.cache
+def _validator(limits: ManifestLimits = DEFAULT_MANIFEST_LIMITS) -> Draft202012Validator:
+    return Draft202012Validator(_limited_schema(limits))
+
+
+def manifest_schema(limits: ManifestLimits = DEFAULT_MANIFEST_LIMITS) -> dict[str, Any]:
+    """The JSON Schema (Draft 2020-12) of ``extension.toml`` with the list bounds of ``limits``;
+    a copy, free to change."""
+    return copy.deepcopy(_limited_schema(limits))
 
 
 def _resolve(node: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -389,6 +498,8 @@ def _schema_message(error: ValidationError) -> tuple[str, str]:
         )
     if kind == "maxItems":
         return path, f"has {_plural(len(instance), 'item')}: at most {value} are allowed"
+    if kind == "maxProperties":
+        return path, f"has {_plural(len(instance), 'key')}: at most {value} are allowed"
     if kind == "minItems":
         return path, f"has {_plural(len(instance), 'item')}: at least {value} are needed"
     if kind == "enum":
@@ -532,9 +643,15 @@ def _check_relative_path(text: str) -> str | None:
     return None
 
 
-def _check_pattern(text: str) -> str | None:
+_WILDCARD_RE = re.compile(r"\*+|\?|\[")
+
+
+def _check_pattern(text: str, limits: ManifestLimits) -> str | None:
     if "\x00" in text:
         return "it contains a NUL character"
+    wildcards = len(_WILDCARD_RE.findall(text))  # a run of stars ('**') is one wildcard
+    if wildcards > limits.max_pattern_wildcards:
+        return f"it has {wildcards} wildcards ('*', '?', '[...]'); at most {limits.max_pattern_wildcards} are allowed"
     try:
         spec = pathspec.GitIgnoreSpec.from_lines([text])
     except (ValueError, TypeError) as exc:
@@ -547,10 +664,12 @@ def _check_pattern(text: str) -> str | None:
 class _Checker:
     """The semantic checks of step 5; gathers the fields of the Manifest as it goes."""
 
-    def __init__(self, data: dict[str, Any], out: _Collector) -> None:
+    def __init__(self, data: dict[str, Any], out: _Collector, limits: ManifestLimits) -> None:
         self.data = data
         self.out = out
+        self.limits = limits
         self.fields: dict[str, Any] = {}
+        self.reserved_name: str | None = None
 
     @staticmethod
     def _table(value: Any) -> dict[str, Any]:
@@ -582,6 +701,9 @@ class _Checker:
         if isinstance(name, str):
             try:
                 self.fields["name"] = validate_name(name, path="extension.name")
+            except ReservedNameError as exc:
+                self.reserved_name = exc.name
+                out.error("extension.name", exc.message)
             except InvalidNameError as exc:
                 out.error("extension.name", exc.message)
         version = table.get("version")
@@ -681,6 +803,13 @@ class _Checker:
                 names.append(name)
             provided[kind] = tuple(names)
         self.fields["provides"] = provided
+        total = sum(len(names) for names in provided.values())
+        if total > self.limits.max_provides:
+            self.out.error(
+                "provides",
+                f"names {total} providers, taskservs, clusters and templates: at most {self.limits.max_provides} "
+                "are allowed in all; split the extension",
+            )
 
     def infer_type(self) -> None:
         table = self._table(self.data.get("extension"))
@@ -767,6 +896,13 @@ class _Checker:
                     self.out.error(path, f"{_shown(name)} is not allowed: {_ENV_RULE}")
                 names.append(name)
             self.fields[key] = tuple(names)
+        total = len(self.fields["required_env"]) + len(self.fields["optional_env"])
+        if total > self.limits.max_env_vars:
+            self.out.error(
+                "configuration",
+                f"names {total} environment variables in required_env and optional_env: at most "
+                f"{self.limits.max_env_vars} are allowed in all",
+            )
 
     def build(self) -> None:
         table = self._table(self.data.get("build"))
@@ -774,7 +910,7 @@ class _Checker:
             patterns = []
             for path, pattern in self._strings(table.get(key), f"build.{key}"):
                 if pattern:
-                    problem = _check_pattern(pattern)
+                    problem = _check_pattern(pattern, self.limits)
                     if problem:
                         self.out.error(
                             path,
@@ -782,6 +918,13 @@ class _Checker:
                         )
                 patterns.append(pattern)
             self.fields[f"build_{key}"] = tuple(patterns)
+        total = len(self.fields["build_include"]) + len(self.fields["build_exclude"])
+        if total > self.limits.max_build_patterns:
+            self.out.error(
+                "build",
+                f"has {total} patterns in include and exclude: at most {self.limits.max_build_patterns} are allowed "
+                "in all (a pattern such as 'kcl/**' covers a whole directory)",
+            )
 
 
 # --- the entry points --------------------------------------------------------------------------------
@@ -855,19 +998,31 @@ def _load_toml(text: str) -> dict[str, Any]:
         ) from None
 
 
-def parse_manifest(data: str | bytes, *, max_bytes: int = MAX_MANIFEST_BYTES) -> Manifest:
-    """Parse and validate ``extension.toml``; :class:`ManifestError` with every problem otherwise."""
+def parse_manifest(
+    data: str | bytes, *, max_bytes: int = MAX_MANIFEST_BYTES, limits: ManifestLimits = DEFAULT_MANIFEST_LIMITS
+) -> Manifest:
+    """Parse and validate ``extension.toml``; :class:`ManifestError` with every problem otherwise
+    (`ReservedManifestNameError`, code ``name_taken``, when the extension's name is reserved)."""
     document = _load_toml(_decode(data, max_bytes))
     out = _Collector()
-    for error in _validator().iter_errors(document):
+    for error in _validator(limits).iter_errors(document):
         path, message = _schema_message(error)
         out.error(path, message, schema=True)
     _unknown_keys(document, _schema(), "", out)
-    checker = _Checker(document, out)
+    checker = _Checker(document, out, limits)
     checker.run()
     problems = out.problems(_Order(document))
     if out.has_error():
-        raise _fail(problems)
+        failure = _fail(problems)
+        if checker.reserved_name is not None:
+            name = checker.reserved_name
+            raise ReservedManifestNameError(
+                f"{name!r} is a reserved name and cannot be used for an extension; the reserved names are "
+                f"{', '.join(sorted(RESERVED_NAMES))}",
+                name=name,
+                problems=problems,
+            )
+        raise failure
     fields = checker.fields
     return Manifest(
         name=fields["name"],
@@ -894,7 +1049,9 @@ def parse_manifest(data: str | bytes, *, max_bytes: int = MAX_MANIFEST_BYTES) ->
     )
 
 
-def load_manifest(path: Path, *, max_bytes: int = MAX_MANIFEST_BYTES) -> Manifest:
+def load_manifest(
+    path: Path, *, max_bytes: int = MAX_MANIFEST_BYTES, limits: ManifestLimits = DEFAULT_MANIFEST_LIMITS
+) -> Manifest:
     """Parse the ``extension.toml`` at ``path``, or in the directory ``path``.
 
     Reads at most ``max_bytes + 1`` bytes, so a huge file is refused without reading it whole.
@@ -914,13 +1071,15 @@ def load_manifest(path: Path, *, max_bytes: int = MAX_MANIFEST_BYTES) -> Manifes
             f"is {size:,} bytes: at most {max_bytes:,} bytes ({max_bytes / 1024:g} KiB) are allowed; "
             "keep long documentation in the README"
         )
-    return parse_manifest(data, max_bytes=max_bytes)
+    return parse_manifest(data, max_bytes=max_bytes, limits=limits)
 
 
-def check_manifest(data: str | bytes, *, max_bytes: int = MAX_MANIFEST_BYTES) -> tuple[Manifest | None, list[Problem]]:
+def check_manifest(
+    data: str | bytes, *, max_bytes: int = MAX_MANIFEST_BYTES, limits: ManifestLimits = DEFAULT_MANIFEST_LIMITS
+) -> tuple[Manifest | None, list[Problem]]:
     """Like :func:`parse_manifest`, but returns ``(manifest or None, problems)`` instead of raising."""
     try:
-        manifest = parse_manifest(data, max_bytes=max_bytes)
+        manifest = parse_manifest(data, max_bytes=max_bytes, limits=limits)
     except ManifestError as exc:
         return None, exc.problems
     return manifest, list(manifest.warnings)

@@ -42,7 +42,7 @@ import unicodedata
 from collections.abc import Iterable
 from typing import NewType
 
-from extensions.errors import InvalidNameError
+from extensions.errors import InvalidNameError, ReservedNameError
 from extensions.kinds import KINDS, TYPES
 
 CanonicalName = NewType("CanonicalName", str)
@@ -145,10 +145,11 @@ def validate_name(name: str, *, path: str = "extension.name", allow_reserved: bo
             message += f"; did you mean {suggestion!r}?"
         raise InvalidNameError(message, path=path, suggestion=suggestion)
     if not allow_reserved and name in RESERVED_NAMES:
-        raise InvalidNameError(
+        raise ReservedNameError(
             f"{name!r} is reserved (it would clash with the registry's URLs and the client's "
             f"commands): choose another name; the reserved names are {', '.join(sorted(RESERVED_NAMES))}",
             path=path,
+            name=name,
         )
     return CanonicalName(name)
 
