@@ -20,8 +20,12 @@ def _limit_resources() -> None:
         import resource
     except ImportError:  # not on POSIX: the parent's timeout still applies
         return
-    resource.setrlimit(resource.RLIMIT_CPU, (CPU_SECONDS, CPU_SECONDS))
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
+    for which, value in ((resource.RLIMIT_CPU, CPU_SECONDS), (resource.RLIMIT_AS, MEMORY_BYTES)):
+        # Only ever lower a limit: inside the build sandbox the inherited ones are tighter.
+        soft, hard = resource.getrlimit(which)
+        soft = value if soft == resource.RLIM_INFINITY else min(soft, value)
+        hard = value if hard == resource.RLIM_INFINITY else min(hard, value)
+        resource.setrlimit(which, (min(soft, hard), hard))
 
 
 def main(argv: list[str]) -> int:

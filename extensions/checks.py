@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -25,7 +26,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cache, partial
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 Status = Literal["passed", "failed", "skipped"]
 
@@ -356,18 +357,49 @@ def _check_json(path: Path) -> str:
     return ""
 
 
+@cache
+def _template_compiler() -> object:
+    """A Jinja2 environment that compiles templates without folding constants.
+
+    Jinja2 evaluates constant expressions while it compiles (``{{ "a" * 200000000 }}``,
+    ``{{ "a"|center(10**9) }}``, ``[0] * N``, ``{% autoescape ... %}``), even in its sandbox. Here no
+    operator folds (every one is "intercepted", which Jinja2 honours at compile time), the optimizer
+    is off, and every filter and test is marked as needing the render context, so that none is run
+    at compile time either; unknown filters and tests are still refused. Nothing is ever rendered.
+    """
+    import jinja2
+    from jinja2.nodes import _binop_to_func, _uaop_to_func
+    from jinja2.sandbox import SandboxedEnvironment
+
+    class NoFoldEnvironment(SandboxedEnvironment):
+        intercepted_binops = frozenset(_binop_to_func)
+        intercepted_unops = frozenset(_uaop_to_func)
+
+    def never_folded(name: str) -> Callable[..., object]:
+        @jinja2.pass_context
+        def placeholder(*args: object, **kwargs: object) -> object:  # pragma: no cover - never rendered
+            raise RuntimeError(f"{name} is not rendered by the content checks")
+
+        return placeholder
+
+    env = NoFoldEnvironment(undefined=jinja2.StrictUndefined, autoescape=False, optimized=False)
+    env.filters = {name: never_folded(name) for name in env.filters}
+    env.tests = {name: never_folded(name) for name in env.tests}
+    return env
+
+
 def _check_jinja(path: Path) -> str:
     import jinja2
-    from jinja2.sandbox import SandboxedEnvironment
 
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise _CheckFailed(f"not UTF-8 text ({exc.reason}); templates must be UTF-8") from None
-    env = SandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False)
+    env = cast(jinja2.Environment, _template_compiler())
     try:
-        # Compiling (not only parsing) also catches unknown filters and tests; nothing is rendered.
-        env.from_string(text)
+        # Compiling (not only parsing) also catches unknown filters and tests; nothing is rendered,
+        # and nothing is evaluated while compiling (_template_compiler).
+        env.compile(text)
     except jinja2.TemplateSyntaxError as exc:
         raise _CheckFailed(f"invalid Jinja2 template at line {exc.lineno}: {exc.message}") from None
     except RecursionError:
@@ -395,7 +427,7 @@ def _offset_to_line_col(data: bytes, offset: int) -> tuple[int, int]:
     return line, offset - start + 1
 
 
-def _check_nu(path: Path, nu: str, budget: _Budget = _UNBOUNDED) -> str:
+def _check_nu(path: Path, nu: str, budget: _Budget = _UNBOUNDED, preexec: _Preexec = None) -> str:
     timeout, by_budget = budget.timeout(_TOOL_TIMEOUT)
     if by_budget and timeout <= 0:
         raise _CheckFailed(f"not run: {budget.out_of_time()}")
@@ -406,11 +438,13 @@ def _check_nu(path: Path, nu: str, budget: _Budget = _UNBOUNDED) -> str:
             timeout=timeout,
             cwd=path.parent,
             env=_tool_env(),
+            preexec_fn=preexec() if preexec is not None else None,
         )
     except subprocess.TimeoutExpired:
         if by_budget:
             raise _CheckFailed(f"Nushell did not finish parsing: {budget.out_of_time()}") from None
         raise _CheckFailed(f"Nushell did not finish parsing within {_TOOL_TIMEOUT:.0f} s") from None
+    _tool_death("Nushell", proc.returncode)
     data = path.read_bytes()
     errors = []
     for line in proc.stdout.decode("utf-8", "replace").splitlines():
@@ -430,6 +464,22 @@ def _check_nu(path: Path, nu: str, budget: _Budget = _UNBOUNDED) -> str:
     return ""
 
 
+# For subprocess's preexec_fn: a function that returns the function the tool's child runs before
+# exec (the build sandbox gives each tool the current check's CPU budget that way).
+_Preexec = Callable[[], Callable[[], None]] | None
+
+
+def _tool_death(tool: str, returncode: int) -> None:
+    """A tool killed by a signal: by a resource limit (CPU, memory) or a crash; never a pass."""
+    if returncode >= 0:
+        return
+    number = -returncode
+    if number == signal.SIGXCPU:
+        raise _CheckFailed(f"{tool} was stopped: it exceeded the CPU time allowed for one check")
+    name = signal.Signals(number).name if number in signal.Signals._value2member_map_ else f"signal {number}"
+    raise _CheckFailed(f"{tool} was stopped by {name}: it exceeded the memory allowed for one check, or crashed")
+
+
 def _tool_env() -> dict[str, str]:
     """A child environment with a private HOME, so tools write nowhere that matters."""
     env = {k: v for k, v in os.environ.items() if k in {"PATH", "LANG", "LC_ALL", "TZ", "SYSTEMROOT"}}
@@ -443,7 +493,13 @@ def _private_home() -> str:
     return tempfile.mkdtemp(prefix="provisioning-tools-")
 
 
-def _check_kcl_dir(directory: Path, files: list[Path], root: Path | None = None, budget: _Budget = _UNBOUNDED) -> str:
+def _check_kcl_dir(
+    directory: Path,
+    files: list[Path],
+    root: Path | None = None,
+    budget: _Budget = _UNBOUNDED,
+    preexec: _Preexec = None,
+) -> str:
     """Compile all ``.k`` files of one directory (one KCL package) together, in a child process."""
     timeout, by_budget = budget.timeout(_TOOL_TIMEOUT)
     if by_budget and timeout <= 0:
@@ -455,11 +511,13 @@ def _check_kcl_dir(directory: Path, files: list[Path], root: Path | None = None,
             timeout=timeout,
             cwd=directory,
             env={**_tool_env(), "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+            preexec_fn=preexec() if preexec is not None else None,
         )
     except subprocess.TimeoutExpired:
         if by_budget:
             raise _CheckFailed(f"KCL did not finish compiling: {budget.out_of_time()}") from None
         raise _CheckFailed(f"KCL did not finish compiling within {_TOOL_TIMEOUT:.0f} s") from None
+    _tool_death("KCL", proc.returncode)
     if proc.returncode != 0:
         output = proc.stdout.decode("utf-8", "replace") or proc.stderr.decode("utf-8", "replace")
         raise _CheckFailed(kcl_summary(output, root=root))
@@ -467,20 +525,30 @@ def _check_kcl_dir(directory: Path, files: list[Path], root: Path | None = None,
 
 
 def run_content_checks(
-    root: Path, *, nu: str | None = None, kcl: bool | None = None, deadline: float | None = None
+    root: Path,
+    *,
+    nu: str | None = None,
+    kcl: bool | None = None,
+    deadline: float | None = None,
+    on_check: Callable[[str, str], None] | None = None,
+    tool_preexec: _Preexec = None,
 ) -> CheckReport:
     """Check every `.toml`, `.json`, `.j2`, `.k` and `.nu` file under root.
 
-    ``nu`` defaults to :func:`find_nu`; ``kcl`` defaults to whether kcl-lib imports. Checks that
+    ``nu`` defaults to :func:`find_nu` (``""``: there is none); ``kcl`` defaults to whether
+    kcl-lib imports. Checks that
     cannot run are reported as skipped, with the reason.
 
     ``deadline`` (a `time.monotonic` instant) bounds the run: once it has passed, no check starts
     (no tool process either) and every remaining one is ``failed`` with ``not run: the content
     checks ran out of time (N s budget)``; a tool's timeout never reaches past it.
+
+    ``on_check(check, path)`` is called as each check starts (the build sandbox gives every check
+    a CPU budget of its own that way); ``tool_preexec`` is passed to the tools' processes.
     """
     root = Path(root).resolve()
     budget = _Budget.until(deadline)
-    nu = nu if nu is not None else find_nu()
+    nu = find_nu() if nu is None else (nu or None)  # "" says: no Nushell
     kcl = kcl_available() if kcl is None else kcl
     # Every check, in order: (check, path, what runs it) or (check, path, the skip reason).
     planned: list[tuple[str, str, Callable[[], str] | str]] = []
@@ -498,7 +566,9 @@ def run_content_checks(
     for directory, files in sorted(kcl_dirs.items()):
         rel = _rel(root, directory) if directory != root else "."
         run: Callable[[], str] | str = (
-            partial(_check_kcl_dir, directory, files, root, budget) if kcl else "KCL (kcl-lib) is not installed"
+            partial(_check_kcl_dir, directory, files, root, budget, tool_preexec)
+            if kcl
+            else "KCL (kcl-lib) is not installed"
         )
         planned.append(("kcl", rel, run))
     for path in _files(root, ".nu"):
@@ -506,7 +576,11 @@ def run_content_checks(
         if rel.startswith("tests/"):
             continue  # the extension's own tests run in run_extension_tests
         planned.append(
-            ("nushell", rel, partial(_check_nu, path, nu, budget) if nu is not None else nu_unavailable_reason())
+            (
+                "nushell",
+                rel,
+                partial(_check_nu, path, nu, budget, tool_preexec) if nu is not None else nu_unavailable_reason(),
+            )
         )
     report = CheckReport()
     for check, rel, run in planned:
@@ -515,6 +589,8 @@ def run_content_checks(
         elif isinstance(run, str):
             report.results.append(CheckResult(check, rel, "skipped", run))
         else:
+            if on_check is not None:
+                on_check(check, rel)
             report.results.append(_timed(check, rel, run))
     return report
 
@@ -522,7 +598,7 @@ def run_content_checks(
 def run_extension_tests(root: Path, *, nu: str | None = None, timeout: float = _TEST_TIMEOUT) -> CheckReport:
     """Run the extension's own ``tests/*.nu`` with Nushell (`nu -n FILE` from the extension root)."""
     root = Path(root).resolve()
-    nu = nu if nu is not None else find_nu()
+    nu = find_nu() if nu is None else (nu or None)  # "" says: no Nushell
     report = CheckReport()
     tests_dir = root / "tests"
     tests = sorted(p for p in tests_dir.glob("*.nu") if p.is_file()) if tests_dir.is_dir() else []
