@@ -65,7 +65,7 @@ from extensions.archive._common import (
     PackageInfo,
 )
 from extensions.archive.build import build_package, select_files
-from extensions.archive.inspect import extract_source_archive, inspect_package, safe_extract
+from extensions.archive.inspect import extract_source_archive, inspect_package, read_readme, safe_extract
 
 __all__ = [
     "COMPRESSLEVEL",
@@ -79,6 +79,7 @@ __all__ = [
     "build_package",
     "extract_source_archive",
     "inspect_package",
+    "read_readme",
     "safe_extract",
     "select_files",
 ]

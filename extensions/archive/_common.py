@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from extensions.errors import ArchiveTooLargeError, UnsafeArchiveError
-from extensions.manifest import Manifest
+from extensions.manifest import DEFAULT_MANIFEST_LIMITS, Manifest, ManifestLimits
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,7 @@ class Limits:
     max_path_bytes: int = 255
     max_depth: int = 32
     max_manifest_bytes: int = 64 * KiB
+    manifest: ManifestLimits = DEFAULT_MANIFEST_LIMITS  # the bounds on extension.toml's lists
 
 
 DEFAULT_LIMITS = Limits()
@@ -62,6 +63,7 @@ class BuiltPackage:
     sha256: str
     size: int
     files: tuple[FileEntry, ...]
+    warnings: tuple[str, ...] = ()  # e.g. a [build] include pattern that matched no file
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,7 @@ class PackageInfo:
     files: tuple[FileEntry, ...]  # from the verified MANIFEST.json (MANIFEST.json itself not listed)
     manifest_text: str  # extension.toml
     readme_text: str | None  # the README named by extension.toml, at most README_MAX_BYTES
+    manifest: Manifest  # extension.toml, parsed and validated (once, while the package was read)
 
 
 # --------------------------------------------------------------------------------------------------

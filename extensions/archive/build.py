@@ -52,6 +52,7 @@ def _select(
     exclude: Sequence[str],
     readme: str | None,
     skip: frozenset[str] = frozenset(),
+    candidates: list[str] | None = None,
 ) -> list[str]:
     forced = {EXTENSION_TOML}
     readme_parts = _readme_parts(readme) if readme else None
@@ -82,6 +83,8 @@ def _select(
             if rel not in forced:
                 if _always_excluded(rel, entry.name) or rel in skip:
                     continue
+                if candidates is not None:
+                    candidates.append(rel)
                 if include_spec is not None and not include_spec.match_file(rel):
                     continue
                 if exclude_spec is not None and exclude_spec.match_file(rel):
@@ -89,6 +92,19 @@ def _select(
             _check_source_entry(rel, st)
             selected.append(rel)
     return sorted(selected, key=lambda p: p.encode("utf-8"))
+
+
+def _unmatched_includes(include: Sequence[str], candidates: Sequence[str]) -> list[str]:
+    """The ``[build] include`` patterns (not negations) that match none of the candidate files."""
+    unmatched = []
+    for pattern in include:
+        text = pattern.strip()
+        if not text or text.startswith(("#", "!")):
+            continue
+        spec = pathspec.GitIgnoreSpec.from_lines([pattern])
+        if not any(spec.match_file(rel) for rel in candidates):
+            unmatched.append(pattern)
+    return unmatched
 
 
 def _always_excluded(rel: str, name: str) -> bool:
@@ -263,7 +279,7 @@ def build_package(
                 limit="max_manifest_bytes",
                 value=st.st_size,
             )
-    manifest = load_manifest(source)
+    manifest = load_manifest(source, max_bytes=limits.max_manifest_bytes, limits=limits.manifest)
     name, version = str(manifest.name), str(manifest.version)
     top = _top_for(manifest)
     mtime = _source_date_epoch(source_date_epoch)
@@ -277,12 +293,18 @@ def build_package(
             skip.add(f"{top}.tar.gz")
         else:
             skip.add(out_rel)
+    candidates: list[str] = []
     rels = _select(
         source,
         include=manifest.build_include,
         exclude=manifest.build_exclude,
         readme=manifest.readme,
         skip=frozenset(skip),
+        candidates=candidates,
+    )
+    warnings = tuple(
+        f"[build] include pattern {pattern!r} matches no file"
+        for pattern in _unmatched_includes(manifest.build_include, candidates)
     )
     if MANIFEST_JSON in rels:  # forced in as the readme: still never a file of its own
         rels.remove(MANIFEST_JSON)
@@ -391,6 +413,7 @@ def build_package(
         sha256=writer.sha.hexdigest(),
         size=writer.size,
         files=tuple(entries),
+        warnings=warnings,
     )
 
 

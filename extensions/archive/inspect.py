@@ -533,7 +533,7 @@ class _Scanner:
 
     def _read_manifest(self, data: bytes, shown: str) -> None:
         scan = self.scan
-        manifest = parse_manifest(data, max_bytes=self.limits.max_manifest_bytes)
+        manifest = parse_manifest(data, max_bytes=self.limits.max_manifest_bytes, limits=self.limits.manifest)
         scan.manifest = manifest
         scan.manifest_data = data
         if not self._readme_preset:
@@ -679,6 +679,7 @@ def _package_info(scan: _Scan, files: tuple[FileEntry, ...], readme_text: str | 
         files=files,
         manifest_text=scan.manifest_data.decode("utf-8"),
         readme_text=readme_text,
+        manifest=scan.manifest,
     )
 
 
@@ -774,6 +775,18 @@ def safe_extract(source: Path | BinaryIO, dest: Path, *, limits: Limits = DEFAUL
         return info
     finally:
         _remove(tmp)
+
+
+def read_readme(root: Path, readme: str) -> str | None:
+    """The README named ``readme`` (as in extension.toml) of an extracted package at ``root``, as
+    `PackageInfo.readme_text` has it; None when there is none. Never follows a link."""
+    parts = _readme_parts(readme)
+    if parts is None:
+        return None
+    try:
+        return _decode_readme(_read_head(Path(root).joinpath(*parts), README_MAX_BYTES + 4))
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
 
 
 def _read_head(path: Path, limit: int) -> bytes:
