@@ -6,7 +6,7 @@ scripts, styles, fonts and frames; no inline script or style), answer conditiona
 an ETag computed from one cheap query (`django.views.decorators.http.condition`), and escape every
 author-controlled text through Django's autoescaping. The one exception is a version's
 ``readme_html``, rendered with ``|safe`` because the build sanitized it with nh3
-(`registry.readme`) before storing it."""
+(`extensions.readme`, in the build sandbox) before storing it."""
 
 from __future__ import annotations
 

@@ -1,6 +1,11 @@
 """README rendering: Markdown (CommonMark + tables) to HTML, then sanitized with nh3 (an
 allow-list of tags and attributes; links get rel="noopener noreferrer nofollow"; no scripts,
-styles, event handlers or javascript: URLs survive)."""
+styles, event handlers or javascript: URLs survive).
+
+The registry renders an author's README at build time, inside the build sandbox
+(`extensions.sandboxed_steps`), with a CPU budget of its own: a README that Markdown parsing takes
+seconds over is refused, never rendered in a web or worker process. markdown-it-py and nh3 are
+server requirements (the client never renders READMEs)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,173 @@
+"""The build steps that touch an author's bytes, as the build sandbox runs them (`extensions.sandbox`).
+
+The registry's pipeline (`builds.pipeline`) runs two of these per build, each in a sandboxed child:
+
+- `unpack`: for a source build, extract the source archive safely and build the reproducible
+  package from it (the ``[build]`` patterns are matched here, with pathspec's linear-time re2
+  backend); then inspect and extract the package in one streaming pass (`safe_extract`), which
+  parses and validates ``extension.toml`` once. It returns the package's facts and the manifest
+  as JSON.
+- `check`: the content checks of the extracted tree (each file a step with its own CPU budget;
+  KCL and Nushell run as tools with the same limits), then the README rendered to sanitized HTML
+  (a step with the README budget).
+
+Between the two, the pipeline checks publishing rights against the database; nothing here knows
+about the registry. Every function takes the `Progress` of the sandbox first and JSON-able
+keyword arguments, and returns JSON-able data; `package_info_from_dict` and `Manifest.from_dict`
+rebuild the typed values in the caller without reading the author's bytes again.
+
+Modules imported here are preloaded in the sandbox's zygote, so each run only forks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+# Preloaded in the zygote: everything a sandboxed step needs, so no child pays for the imports.
+import jinja2
+import jinja2.sandbox  # noqa: F401
+import markdown_it  # noqa: F401
+import nh3  # noqa: F401
+import pathspec  # noqa: F401
+
+from extensions.archive import Limits, PackageInfo, build_package, extract_source_archive, read_readme, safe_extract
+from extensions.archive._common import FileEntry
+from extensions.checks import CheckResult, run_content_checks
+from extensions.manifest import Manifest, ManifestLimits
+from extensions.readme import render_readme
+from extensions.sandbox import Progress
+
+__all__ = ["check", "limits_from_dict", "limits_to_dict", "package_info_from_dict", "unpack"]
+
+MAX_REPORTED_CHECKS = 100  # results sent back beyond the counts: failed and skipped ones first
+
+
+def limits_to_dict(limits: Limits) -> dict[str, Any]:
+    return asdict(limits)
+
+
+def limits_from_dict(data: Mapping[str, Any]) -> Limits:
+    fields = dict(data)
+    fields["manifest"] = ManifestLimits(**fields.get("manifest", {}))
+    return Limits(**fields)
+
+
+def _package_info_to_dict(info: PackageInfo) -> dict[str, Any]:
+    return {
+        "name": info.name,
+        "version": info.version,
+        "sha256": info.sha256,
+        "size": info.size,
+        "unpacked_size": info.unpacked_size,
+        "files": [[f.path, f.size, f.sha256] for f in info.files],
+        "manifest_text": info.manifest_text,
+        "manifest": info.manifest.to_dict(),
+        "warnings": [str(w) for w in info.manifest.warnings],
+    }
+
+
+def package_info_from_dict(data: Mapping[str, Any]) -> PackageInfo:
+    """The `PackageInfo` that `unpack` sent back (shapes checked: `ValueError` if malformed)."""
+    try:
+        files = tuple(FileEntry(str(p), int(s), str(h)) for p, s, h in data["files"])
+        return PackageInfo(
+            name=str(data["name"]),
+            version=str(data["version"]),
+            sha256=str(data["sha256"]),
+            size=int(data["size"]),
+            unpacked_size=int(data["unpacked_size"]),
+            files=files,
+            manifest_text=str(data["manifest_text"]),
+            readme_text=None,  # the README stays in the sandbox's tree: `check` renders it there
+            manifest=Manifest.from_dict(data["manifest"]),
+        )
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"malformed package facts from the sandbox: {exc}") from None
+
+
+def _done(progress: Progress, step: str, started: float, message: str) -> None:
+    progress.send(
+        {"type": "done", "step": step, "status": "passed", "message": message, "seconds": time.perf_counter() - started}
+    )
+
+
+def unpack(*, progress: Progress, kind: str, upload: str, workdir: str, limits: Mapping[str, Any]) -> dict[str, Any]:
+    """(Source builds: extract and build.) Inspect and extract the package into ``workdir/content``."""
+    archive_limits = limits_from_dict(limits)
+    work = Path(workdir)
+    package = Path(upload)
+    warnings: list[str] = []
+    if kind == "source":
+        started = time.perf_counter()
+        progress.step("source extraction", log="extract source")
+        source = extract_source_archive(package, work / "source", limits=archive_limits)
+        _done(progress, "extract source", started, f"extension source at {source.relative_to(work / 'source') or '.'}")
+        started = time.perf_counter()
+        progress.step("package build ([build] patterns)", log="build package")
+        built = build_package(source, work / "dist", limits=archive_limits)
+        warnings.extend(built.warnings)
+        message = f"{built.path.name}: {len(built.files)} files, sha256:{built.sha256}"
+        if built.warnings:
+            message += "; " + "; ".join(built.warnings)
+        _done(progress, "build package", started, message)
+        package = built.path
+    progress.step("archive inspection", log="inspect")
+    info = safe_extract(package, work / "content", limits=archive_limits)
+    return {"package": str(package), "info": _package_info_to_dict(info), "warnings": warnings}
+
+
+def check(
+    *,
+    progress: Progress,
+    root: str,
+    readme: str,
+    readme_cpu_seconds: float,
+    deadline: float | None = None,
+    nu: str | None = None,
+    kcl: bool | None = None,
+) -> dict[str, Any]:
+    """The content checks of the tree at ``root``; then, if they all passed, its README (``readme``,
+    the path extension.toml names) as sanitized HTML. ``nu``: the Nushell binary (``""``: none;
+    None: look for it here), as `extensions.checks.run_content_checks` takes it."""
+
+    def on_check(check: str, path: str) -> None:
+        progress.step("content check", path, log="check content")
+
+    progress.step("content checks", log="check content")
+    started = time.perf_counter()
+    report = run_content_checks(
+        Path(root), nu=nu, kcl=kcl, deadline=deadline, on_check=on_check, tool_preexec=progress.tool_preexec
+    )
+    seconds = time.perf_counter() - started
+    noteworthy = [r for r in report.results if r.status != "passed"]
+    noteworthy.sort(key=lambda r: r.status != "failed")  # failed first, then skipped; stable
+    result: dict[str, Any] = {
+        "ok": report.ok,
+        "counts": report.counts(),
+        "seconds": seconds,
+        "failed": len(report.failed),
+        "results": [r.as_dict() for r in noteworthy[:MAX_REPORTED_CHECKS]],
+        "readme_html": None,
+    }
+    if report.ok:
+        progress.step("README rendering", readme, cpu_seconds=readme_cpu_seconds, log="readme")
+        started = time.perf_counter()
+        result["readme_html"] = render_readme(read_readme(Path(root), readme))
+        result["readme_seconds"] = time.perf_counter() - started
+    return result
+
+
+def check_result(data: Mapping[str, Any]) -> CheckResult:
+    """One of the results `check` sent back, as a `CheckResult`."""
+    status = data.get("status")
+    return CheckResult(
+        check=str(data.get("check", "")),
+        path=str(data.get("path", "")),
+        status=status if status in ("passed", "failed", "skipped") else "failed",
+        message=str(data.get("message", "")),
+        seconds=float(data.get("seconds") or 0.0),
+    )
