@@ -3,7 +3,8 @@ them (and DRF's own and `extensions`' errors) into the SPEC envelope with the ri
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 # SPEC 3.1: every error code and its HTTP status.
 STATUS_BY_CODE: dict[str, int] = {
@@ -92,3 +93,46 @@ class RateLimited(RegistryError):
     def __init__(self, message: str, *, retry_after: int) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+# --- one classification of every error --------------------------------------------------------------
+
+#: Codes that are the registry's failure, not the caller's (their message is still safe to show).
+PLATFORM_CODES = frozenset({"internal_error", "storage_unavailable"})
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    """What an error means to the person who caused it: whose fault it is (``author``: the
+    request or the uploaded content; ``platform``: ours), the SPEC code, a message that says what
+    is wrong and what is allowed, and details."""
+
+    origin: Literal["author", "platform"]
+    code: str
+    message: str
+    details: list[Any] = field(default_factory=list)
+
+    @property
+    def status(self) -> int:
+        return STATUS_BY_CODE.get(self.code, 400)
+
+
+def classify_error(exc: BaseException, *, reference: str = "") -> ErrorInfo:
+    """The one classification of errors, used by the build log, the build task and the API's
+    exception handler. `RegistryError`s and the `extensions` library's errors (including the
+    build sandbox's limits) say what is wrong; anything else is ours: a generic message that names
+    ``reference`` (e.g. ``build <id>``) so the logged traceback can be found."""
+    from extensions.errors import ExtensionError
+
+    if isinstance(exc, RegistryError):
+        origin: Literal["author", "platform"] = "platform" if exc.code in PLATFORM_CODES else "author"
+        return ErrorInfo(origin, exc.code, exc.message, list(exc.details))
+    if isinstance(exc, ExtensionError):
+        return ErrorInfo("author", exc.code, str(exc), exc.details_list())
+    where = f" ({reference})" if reference else ""
+    return ErrorInfo(
+        "platform",
+        "internal_error",
+        f"an error on the registry's side; it has been logged{where}",
+        [],
+    )

@@ -12,7 +12,7 @@ from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
 from extensions.errors import ExtensionError
-from registry.errors import STATUS_BY_CODE, RateLimited, RegistryError
+from registry.errors import STATUS_BY_CODE, RateLimited, RegistryError, classify_error
 
 log = logging.getLogger(__name__)
 
@@ -54,12 +54,11 @@ _DRF_CODES: list[tuple[type[Exception], str]] = [
 def to_response(exc: Exception) -> Response:
     """The envelope response for any exception (the DRF handler and plain views both use it)."""
     headers: dict[str, str] = {}
-    if isinstance(exc, RegistryError):
-        code, message, details = exc.code, exc.message, exc.details
+    if isinstance(exc, RegistryError | ExtensionError):
+        info = classify_error(exc)
+        code, message, details = info.code, info.message, info.details
         if isinstance(exc, RateLimited):
             headers["Retry-After"] = str(exc.retry_after)
-    elif isinstance(exc, ExtensionError):
-        code, message, details = exc.code, str(exc), exc.details_list()
     elif isinstance(exc, drf.Throttled):
         wait = max(1, int(getattr(exc, "wait", None) or 1))
         code, message, details = "rate_limited", f"too many requests: try again in {wait} s", []
