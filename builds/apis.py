@@ -20,7 +20,7 @@ from builds.serializers import build_data
 from builds.uploads import LimitedHashingUploadHandler, too_large
 from registry.apis.base import ApiView, PublishThrottle, WriteThrottle, base_url, ok
 from registry.apis.catalog import ExtensionListApi
-from registry.errors import BadRequest, Forbidden, NotFound, RegistryError, Unauthenticated
+from registry.errors import BadRequest, Forbidden, NotFound, Unauthenticated
 
 _SLACK = 64 * 1024  # multipart framing around the file
 
@@ -62,19 +62,18 @@ class _SubmitView(ApiView):
                 + f" as multipart/form-data field {self.field!r}",
                 details=[{"path": self.field, "message": "required"}],
             )
-        build = services.build_submit(actor=actor, kind=self.kind, upload=upload, filename=upload.name or "")
+        handler = request.upload_handlers[0]
+        build = services.build_submit(
+            actor=actor,
+            kind=self.kind,
+            upload=upload,
+            filename=upload.name or "",
+            build_id=getattr(handler, "upload_id", None),
+        )
         build.refresh_from_db()
+        # Always 202 with the build (SPEC 3.2): in embedded mode the pipeline already ran, so its
+        # status may be final (failed, with its error); with workers it is queued.
         data = build_data(build, base_url=base_url(request))
-        if build.status == Build.Status.FAILED:
-            # The pipeline ran in-process and refused the package: answer with its error.
-            raise RegistryError(
-                build.error_message,
-                code=build.error_code,
-                details=[
-                    *(d for d in build.error_details if not (isinstance(d, dict) and set(d) == {"build"})),
-                    {"build": data["id"], "url": data["url"]},
-                ],
-            )
         return ok(data, status=202, headers={"Location": data["url"]})
 
 

@@ -1,42 +1,59 @@
-"""The publish pipeline (SPEC 3.3), one small function per step. Each step is timed and logged on
-the build. Author errors (`extensions` errors, `RegistryError`s) fail the build with their message;
-anything else is ours and fails it with a generic message (see builds.services.build_run)."""
+"""The publish pipeline (SPEC 3.3), one pass:
+
+fetch → (extract source → build package) → inspect → validate → check content → readme → store →
+commit.
+
+Every step that touches the author's bytes runs in the build sandbox (`extensions.sandbox`), a
+child process with hard CPU, memory, file, output and wall-time limits: `unpack` (the source
+extraction, the ``[build]`` patterns and the package build, then one streaming `safe_extract`
+into the work directory, which parses extension.toml once) and `check` (the content checks of
+that tree, file by file, then the README rendered to sanitized HTML). What this process does is
+bookkeeping: fetch the staged upload, check publishing rights against the database, store the
+package write-once and commit. Each step is timed in the build log; an error fails the build
+through `registry.errors.classify_error` (see `builds.services.build_run`).
+
+Embedded mode runs the same sandbox: the in-process "worker" is a web request, which waits for
+the child."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import shutil
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from django.conf import settings
 from django.db import transaction
 
+from builds import workspace
+from builds.lifecycle import mark_succeeded
 from builds.models import Build
-from builds.services import StepLog, build_mark_succeeded
-from extensions.archive import (
-    Limits,
-    PackageInfo,
-    build_package,
-    extract_source_archive,
-    inspect_package,
-    safe_extract,
-)
-from extensions.checks import run_content_checks
-from extensions.errors import ArchiveError, ManifestError
-from extensions.manifest import Manifest, parse_manifest
-from extensions.names import RESERVED_NAMES
+from builds.steplog import StepLog
+from extensions import checks, sandbox, sandboxed_steps
+from extensions.archive import Limits, PackageInfo
+from extensions.manifest import Manifest, ManifestLimits
+from extensions.sandbox import SandboxLimits
 from registry import services as catalog
 from registry import storage
-from registry.errors import NameTaken, RegistryError
-from registry.readme import render_readme
+from registry.errors import RegistryError
 from registry.tokens import Actor
 
 log = logging.getLogger(__name__)
+
+_COMMIT_MARGIN_SECONDS = 30
+_MAX_LOGGED_CHECKS = 50  # each failed or skipped check is a log line, up to this many
+
+
+def manifest_limits() -> ManifestLimits:
+    return ManifestLimits(
+        max_provides=settings.REGISTRY_MAX_PROVIDES,
+        max_dependencies=settings.REGISTRY_MAX_DEPENDENCIES,
+        max_system_packages=settings.REGISTRY_MAX_SYSTEM_PACKAGES,
+        max_env_vars=settings.REGISTRY_MAX_ENV_VARS,
+        max_build_patterns=settings.REGISTRY_MAX_BUILD_PATTERNS,
+        max_pattern_length=settings.REGISTRY_MAX_BUILD_PATTERN_LENGTH,
+        max_pattern_wildcards=settings.REGISTRY_MAX_BUILD_PATTERN_WILDCARDS,
+    )
 
 
 def limits() -> Limits:
@@ -47,47 +64,121 @@ def limits() -> Limits:
         max_path_bytes=settings.REGISTRY_MAX_PATH_BYTES,
         max_depth=settings.REGISTRY_MAX_DEPTH,
         max_manifest_bytes=settings.REGISTRY_MAX_MANIFEST_BYTES,
+        manifest=manifest_limits(),
     )
 
 
-_COMMIT_MARGIN_SECONDS = 30
-_MAX_LOGGED_CHECKS = 50  # each failed or skipped check is a log line, up to this many
+def sandbox_limits() -> SandboxLimits:
+    archive = limits()
+    return SandboxLimits(
+        cpu_seconds=settings.REGISTRY_SANDBOX_CPU_SECONDS,
+        memory_bytes=settings.REGISTRY_SANDBOX_MEMORY,
+        wall_seconds=settings.REGISTRY_SANDBOX_WALL_SECONDS,
+        output_bytes=settings.REGISTRY_SANDBOX_OUTPUT,
+        open_files=settings.REGISTRY_SANDBOX_OPEN_FILES,
+        # the largest file a build writes: an extracted member, or the package it builds
+        file_bytes=max(archive.max_package_bytes, archive.max_unpacked_bytes) + 1024 * 1024,
+        isolate_network=settings.REGISTRY_SANDBOX_ISOLATE_NETWORK,
+    )
 
 
 class ContentCheckFailed(RegistryError):
     code = "invalid_archive"
 
 
+class _Sandboxed:
+    """Runs the sandboxed steps for one build and turns their events into the build log: every
+    step the child finishes is logged as it happens; the step a failure happened in is logged as
+    failed (by the caller's `StepLog.step`, under the name the child gave it)."""
+
+    def __init__(self, steps: StepLog, deadline: float) -> None:
+        self.steps = steps
+        self.deadline = deadline
+        self.current_log = ""
+        self.started = time.perf_counter()
+
+    def on_event(self, event: dict[str, Any]) -> None:
+        if event.get("type") == "step":
+            log_step = str(event.get("log") or event.get("step") or "")
+            if log_step != self.current_log:
+                self.current_log = log_step
+                self.started = time.perf_counter()
+        elif event.get("type") == "done":
+            self.steps.add(
+                str(event.get("step")), "passed", str(event.get("message", "")), float(event.get("seconds") or 0)
+            )
+            self.current_log = ""
+
+    def run(self, target: str, kwargs: dict[str, Any]) -> Any:
+        if settings.REGISTRY_SANDBOX == "off":
+            return _run_inline(target, kwargs, self.on_event)
+        result = sandbox.run_sandboxed(
+            target, kwargs, limits=sandbox_limits(), deadline=self.deadline, on_event=self.on_event
+        )
+        if not result.isolated and settings.REGISTRY_SANDBOX_ISOLATE_NETWORK:
+            _warn_not_isolated()
+        return result.value
+
+    def fail_current(self, exc: BaseException, fallback: str) -> None:
+        """Log the step the sandbox was in as failed."""
+        from registry.errors import classify_error
+
+        self.steps.add(
+            self.current_log or fallback, "failed", classify_error(exc).message, time.perf_counter() - self.started
+        )
+
+
+_warned: list[bool] = []
+
+
+def _warn_not_isolated() -> None:
+    if not _warned:
+        _warned.append(True)
+        log.warning("the build sandbox cannot cut the network here (no permission to unshare it); other limits apply")
+
+
+def _run_inline(target: str, kwargs: dict[str, Any], on_event: Any) -> Any:
+    """REGISTRY_SANDBOX=off: the same steps in this process, without limits (benchmarks only)."""
+
+    class _Inline:
+        def step(self, step: str, path: str = "", **kw: Any) -> None:
+            on_event({"type": "step", "step": step, "path": path, "log": kw.get("log") or step})
+
+        def send(self, event: dict[str, Any]) -> None:
+            on_event(dict(event))
+
+        def tool_preexec(self) -> None:
+            return None
+
+    module, _, name = target.rpartition(".")
+    func = getattr(__import__(module, fromlist=[name]), name)
+    return func(progress=_Inline(), **kwargs)
+
+
 def run(*, build: Build, attempt: int, actor: Actor, steps: StepLog) -> None:
-    """Upload → inspect → validate → check content → (build) → store → commit."""
-    workdir = Path(tempfile.mkdtemp(prefix=f"build-{build.pk}-"))
-    # The content checks run authors' files through tools: they get the build's time budget, less
-    # a margin for storing and committing (in-process builds have no Celery time limit to stop them).
+    """Upload → (build) → inspect → validate → check content → readme → store → commit."""
+    workdir = workspace.build_dir(build.pk, attempt)
+    # The sandboxed steps get the build's time budget, less a margin for storing and committing
+    # (in-process builds have no Celery time limit to stop them).
     deadline = time.monotonic() + max(1, settings.REGISTRY_BUILD_TIME_LIMIT - _COMMIT_MARGIN_SECONDS)
+    sandboxed = _Sandboxed(steps, deadline)
     try:
         upload = workdir / "upload.tar.gz"
         with steps.step("fetch") as note, upload.open("wb") as target:
             storage.download_to(build.upload_key, target)
             note["message"] = f"{upload.stat().st_size} bytes"
-        package = _build_from_source(upload, workdir, steps) if build.kind == Build.Kind.SOURCE else upload
-        with steps.step("inspect") as note, _reserved_name_taken():
-            info = inspect_package(package, limits=limits())
-            note["message"] = (
-                f"{info.name} {info.version}: {len(info.files)} files, {info.unpacked_size} bytes unpacked"
-            )
+        info, package = _unpack(build, upload, workdir, sandboxed)
         Build.objects.filter(pk=build.pk).update(name=info.name, version_text=info.version)
         build.name, build.version_text = info.name, info.version
-        with steps.step("validate") as note, _reserved_name_taken():
-            manifest = _validate(info, actor)
+        with steps.step("validate") as note:
+            manifest = info.manifest
+            catalog.publish_check(actor=actor, manifest=manifest)
             note["message"] = f"{manifest.name} {manifest.version} ({manifest.type})" + (
                 f"; {len(manifest.warnings)} warning(s): " + "; ".join(str(w) for w in manifest.warnings)
                 if manifest.warnings
                 else ""
             )
-        _check_content(package, workdir, steps, deadline)
-        with steps.step("readme") as note:
-            readme_html = render_readme(info.readme_text)
-            note["message"] = "rendered and sanitized" if readme_html else "no README"
+        readme_html = _check_content(workdir, manifest, steps, sandboxed)
         with steps.step("store") as note:
             with package.open("rb") as handle:
                 key = storage.put_package(info.sha256, handle, info.size)
@@ -101,74 +192,81 @@ def run(*, build: Build, attempt: int, actor: Actor, steps: StepLog) -> None:
         except RegistryError:
             log.warning("build %s: staged upload left for the sweeper", build.pk)
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        workspace.remove_tree(workdir)
 
 
-def _build_from_source(upload: Path, workdir: Path, steps: StepLog) -> Path:
-    with steps.step("extract source") as note:
-        source = extract_source_archive(upload, workdir / "source", limits=limits())
-        note["message"] = f"extension source at {source.relative_to(workdir / 'source') or '.'}"
-    with steps.step("build package") as note, _reserved_name_taken():
-        built = build_package(source, workdir / "dist", limits=limits())
-        note["message"] = f"{built.path.name}: {len(built.files)} files, sha256:{built.sha256}"
-    return built.path
-
-
-@contextlib.contextmanager
-def _reserved_name_taken() -> Iterator[None]:
-    """A reserved extension name is a name clash (name_taken, SPEC 3.1), not a malformed manifest,
-    wherever extension.toml is parsed (inspecting a package, building one from source)."""
+def _unpack(build: Build, upload: Path, workdir: Path, sandboxed: _Sandboxed) -> tuple[PackageInfo, Path]:
+    """The sandboxed `unpack`: the package's facts (with its parsed manifest) and its path."""
+    kwargs = {
+        "kind": "source" if build.kind == Build.Kind.SOURCE else "package",
+        "upload": str(upload),
+        "workdir": str(workdir),
+        "limits": sandboxed_steps.limits_to_dict(limits()),
+    }
     try:
-        yield
-    except ManifestError as exc:
-        for problem in exc.errors:
-            if problem.path != "extension.name":
-                continue
-            for name in RESERVED_NAMES:
-                if problem.message.startswith(f"{name!r} is reserved"):
-                    raise NameTaken(
-                        f"{name!r} is a reserved name and cannot be used for an extension; "
-                        f"the reserved names are {', '.join(sorted(RESERVED_NAMES))}",
-                        details=[{"path": problem.path, "name": name}],
-                    ) from None
+        value = sandboxed.run("extensions.sandboxed_steps.unpack", kwargs)
+    except Exception as exc:
+        sandboxed.fail_current(exc, "inspect")
         raise
+    info = sandboxed_steps.package_info_from_dict(value["info"])
+    sandboxed.steps.add(
+        "inspect",
+        "passed",
+        f"{info.name} {info.version}: {len(info.files)} files, {info.unpacked_size} bytes unpacked",
+        time.perf_counter() - sandboxed.started,  # since the sandbox started the inspection
+    )
+    package = Path(value["package"])
+    if not package.resolve().is_relative_to(workdir.resolve()):
+        raise RuntimeError(f"the sandbox named a package outside the work directory: {package}")
+    return info, package
 
 
-def _validate(info: PackageInfo, actor: Actor) -> Manifest:
-    manifest = parse_manifest(info.manifest_text, max_bytes=settings.REGISTRY_MAX_MANIFEST_BYTES)
-    if manifest.name != info.name or str(manifest.version) != info.version:
-        raise ArchiveError(
-            f"the package's top directory {info.name}-{info.version}/ does not match extension.toml "
-            f"({manifest.name} {manifest.version}); rebuild it with `provisioning extension build`"
+def _check_content(workdir: Path, manifest: Manifest, steps: StepLog, sandboxed: _Sandboxed) -> str:
+    """The sandboxed `check`: content checks (each failed or skipped one logged), then the README."""
+    kwargs = {
+        "root": str(workdir / "content"),
+        "readme": manifest.readme,
+        "readme_cpu_seconds": settings.REGISTRY_SANDBOX_README_CPU_SECONDS,
+        "deadline": sandboxed.deadline,
+        # Found here, with this process's environment (the sandbox's zygote has the one it started with).
+        "nu": checks.find_nu() or "",
+    }
+    try:
+        value = sandboxed.run("extensions.sandboxed_steps.check", kwargs)
+    except Exception as exc:
+        sandboxed.fail_current(exc, "check content")
+        raise
+    results = [sandboxed_steps.check_result(r) for r in value.get("results") or [] if isinstance(r, dict)]
+    for result in results[:_MAX_LOGGED_CHECKS]:
+        steps.add(f"check {result.check}", result.status, f"{result.path}: {result.message}", result.seconds)
+    counts = value.get("counts") or {}
+    noteworthy = int(counts.get("failed", 0)) + int(counts.get("skipped", 0))
+    if noteworthy > _MAX_LOGGED_CHECKS:
+        steps.add(
+            "check", "failed" if not value.get("ok") else "skipped", f"... and {noteworthy - _MAX_LOGGED_CHECKS} more"
         )
-    catalog.publish_check(actor=actor, manifest=manifest)
-    return manifest
-
-
-def _check_content(package: Path, workdir: Path, steps: StepLog, deadline: float) -> None:
-    with steps.step("check content") as note:
-        tree = workdir / "content"
-        safe_extract(package, tree, limits=limits())
-        report = run_content_checks(tree, deadline=deadline)
-        counts = report.counts()
-        noteworthy = [r for r in report.results if r.status != "passed"]
-        for result in noteworthy[:_MAX_LOGGED_CHECKS]:
-            steps.add(f"check {result.check}", result.status, f"{result.path}: {result.message}", result.seconds)
-        if len(noteworthy) > _MAX_LOGGED_CHECKS:
-            steps.add(
-                "check",
-                "failed" if not report.ok else "skipped",
-                f"... and {len(noteworthy) - _MAX_LOGGED_CHECKS} more",
-            )
-        note["message"] = f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped"
-        if not report.ok:
-            failed = report.failed
-            first = failed[0]
-            raise ContentCheckFailed(
-                f"content check failed: {first.path}: {first.message}"
-                + (f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""),
-                details=[r.as_dict() for r in failed],
-            )
+    summary = f"{counts.get('passed', 0)} passed, {counts.get('failed', 0)} failed, {counts.get('skipped', 0)} skipped"
+    if not value.get("ok"):
+        failed = [r for r in results if r.status == "failed"]
+        total = int(value.get("failed") or len(failed))
+        first = failed[0] if failed else None
+        error = ContentCheckFailed(
+            f"content check failed: {first.path}: {first.message}" + (f" (and {total - 1} more)" if total > 1 else "")
+            if first is not None
+            else "content check failed",
+            details=[r.as_dict() for r in failed],
+        )
+        steps.add("check content", "failed", error.message, float(value.get("seconds") or 0))
+        raise error
+    steps.add("check content", "passed", summary, float(value.get("seconds") or 0))
+    readme_html = value.get("readme_html") or ""
+    steps.add(
+        "readme",
+        "passed",
+        "rendered and sanitized" if readme_html else "no README",
+        float(value.get("readme_seconds") or 0),
+    )
+    return str(readme_html)
 
 
 def _commit(
@@ -197,7 +295,7 @@ def _commit(
                 readme_html=readme_html,
                 reupload=reupload,
             )
-            if not build_mark_succeeded(build=build, attempt=attempt, version_id=version.pk):
+            if not mark_succeeded(build=build, attempt=attempt, version_id=version.pk):
                 raise _LostClaim(f"build {build.pk} is no longer owned by attempt {attempt}")
             return int(version.pk)
     except BaseException:

@@ -1,6 +1,7 @@
 """The periodic sweep: objects in package storage that no row references (a worker died between
 storing and committing, or a removal failed) and staged uploads of finished builds are removed
-once older than REGISTRY_SWEEP_GRACE_SECONDS (so in-flight publishes are never touched)."""
+once older than REGISTRY_SWEEP_GRACE_SECONDS (so in-flight publishes are never touched); then the
+temporary files of dead uploads and finished builds on this machine (`builds.workspace`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from builds.models import Build
+from builds.workspace import tmp_sweep
 from registry import services as catalog
 from registry import storage
 from registry.models import NameLock, PackageLock, Version
@@ -48,3 +50,10 @@ def storage_sweep(*, grace_seconds: int | None = None) -> dict[str, int]:
     PackageLock.objects.filter(touched_at__lt=cutoff).delete()
     NameLock.objects.filter(touched_at__lt=cutoff).delete()
     return {"packages": removed_packages, "uploads": removed_uploads}
+
+
+def sweep(*, grace_seconds: int | None = None) -> dict[str, int]:
+    """The whole periodic sweep: package storage, then this machine's temporary files."""
+    result = storage_sweep(grace_seconds=grace_seconds)
+    temporary = tmp_sweep(grace_seconds=grace_seconds)
+    return {**result, "tmp_uploads": temporary["uploads"], "tmp_builds": temporary["builds"]}

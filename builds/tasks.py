@@ -5,7 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.conf import settings
 
-from builds import services
+from builds import lifecycle, services, sweeper
 
 
 @shared_task(
@@ -22,11 +22,9 @@ def run_build(build_id: str) -> None:
 
 @shared_task(name="builds.reap_stale_builds", acks_late=True, time_limit=120, ignore_result=True)
 def reap_stale_builds() -> dict[str, int]:
-    return services.build_reap_stale()
+    return lifecycle.build_reap_stale()
 
 
 @shared_task(name="builds.sweep_storage", acks_late=True, time_limit=3600, ignore_result=True)
 def sweep_storage() -> dict[str, int]:
-    from builds.sweeper import storage_sweep
-
-    return storage_sweep()
+    return sweeper.sweep()

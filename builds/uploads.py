@@ -1,15 +1,21 @@
-"""Streaming uploads: the body is written to a temporary file as it arrives (never buffered in
-memory), hashed as it goes, and refused as soon as it passes the size limit."""
+"""Streaming uploads: the body is written to a file in REGISTRY_TMP_DIR as it arrives (never
+buffered in memory), hashed as it goes, and refused as soon as it passes the size limit. The file
+is named by the upload's id (`builds.workspace`), which becomes the build's id, so a file that a
+killed process left behind is found and removed by the sweeper."""
 
 from __future__ import annotations
 
 import hashlib
+import os
+import uuid
+from pathlib import Path
 from typing import Any
 
-from django.core.files.uploadedfile import TemporaryUploadedFile
-from django.core.files.uploadhandler import FileUploadHandler, TemporaryFileUploadHandler
+from django.core.files.uploadedfile import UploadedFile
+from django.core.files.uploadhandler import FileUploadHandler
 from django.http import HttpRequest
 
+from builds import workspace
 from registry.errors import RegistryError
 
 
@@ -21,30 +27,52 @@ def too_large(limit: int) -> RegistryError:
     )
 
 
-class HashingUploadedFile(TemporaryUploadedFile):
-    sha256: str = ""
+class HashingUploadedFile(UploadedFile):
+    """An uploaded file on disk at a path of ours; removed when the request closes it."""
+
+    def __init__(self, path: Path, name: str, content_type: str | None, charset: str | None, extra: Any) -> None:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        self._handle = os.fdopen(fd, "w+b")
+        super().__init__(self._handle, name, content_type, 0, charset, extra)
+        self.path = path
+        self.sha256 = ""
+
+    def temporary_file_path(self) -> str:
+        return str(self.path)
+
+    def close(self) -> None:
+        try:
+            self._handle.close()
+        finally:
+            self.path.unlink(missing_ok=True)
 
 
-class LimitedHashingUploadHandler(TemporaryFileUploadHandler):
-    """Every file goes to a temporary file on disk; its SHA-256 is computed while it streams in;
-    more than ``limit`` bytes stops the upload with ``archive_too_large``."""
+class LimitedHashingUploadHandler(FileUploadHandler):
+    """Every file goes to a file of its own under REGISTRY_TMP_DIR; its SHA-256 is computed while it
+    streams in; more than ``limit`` bytes stops the upload with ``archive_too_large``.
+    ``upload_id`` names the files and is the id the build gets."""
 
     chunk_size = 256 * 1024
 
-    def __init__(self, request: HttpRequest, *, limit: int) -> None:
+    def __init__(self, request: HttpRequest, *, limit: int, upload_id: uuid.UUID | None = None) -> None:
         super().__init__(request)
         self.limit = limit
+        self.upload_id = upload_id or workspace.new_upload_id()
         self._hash = hashlib.sha256()
         self._received = 0
+        self._count = 0
 
     def new_file(self, *args: Any, **kwargs: Any) -> None:
-        # The base class's base class records the field, name and type; the temporary file is ours
-        # (TemporaryFileUploadHandler.new_file would open one more and throw it away).
-        FileUploadHandler.new_file(self, *args, **kwargs)
+        super().new_file(*args, **kwargs)
         self._hash = hashlib.sha256()
         self._received = 0
+        self._count += 1
         self.file = HashingUploadedFile(
-            self.file_name or "upload", self.content_type, 0, self.charset, self.content_type_extra
+            workspace.upload_path(self.upload_id, self._count),
+            self.file_name or "upload",
+            self.content_type,
+            self.charset,
+            self.content_type_extra,
         )
 
     def receive_data_chunk(self, raw_data: bytes, start: int) -> None:
@@ -54,8 +82,10 @@ class LimitedHashingUploadHandler(TemporaryFileUploadHandler):
             raise too_large(self.limit)
         self._hash.update(raw_data)
         self.file.write(raw_data)
+        return None
 
     def file_complete(self, file_size: int) -> HashingUploadedFile:
-        uploaded = super().file_complete(file_size)
-        uploaded.sha256 = self._hash.hexdigest()  # type: ignore[union-attr]
-        return uploaded  # type: ignore[return-value]
+        self.file.seek(0)
+        self.file.size = file_size
+        self.file.sha256 = self._hash.hexdigest()
+        return self.file

@@ -101,7 +101,11 @@ STATIC_ROOT = REGISTRY_DATA_DIR / "static"
 # Uploads: small ones in memory, anything larger streams to a temporary file while it is read.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 256 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
-FILE_UPLOAD_TEMP_DIR = None
+# Every temporary file of an upload or a build lives here, named by its upload or build id
+# (upload-<id>.part, build-<id>-<attempt>/), so that the sweeper can tell what is whose.
+REGISTRY_TMP_DIR = REGISTRY_DATA_DIR / "tmp"
+REGISTRY_TMP_DIR.mkdir(mode=0o700, exist_ok=True)
+FILE_UPLOAD_TEMP_DIR = str(REGISTRY_TMP_DIR)
 
 # --- Storage: files under REGISTRY_DATA_DIR, or S3 through django-storages/boto3 ---------------
 REGISTRY_STORAGE = env_choice("REGISTRY_STORAGE", "files", ("files", "s3"))
@@ -147,6 +151,26 @@ REGISTRY_MAX_MEMBERS = env_int("REGISTRY_MAX_MEMBERS", 10_000, minimum=1)
 REGISTRY_MAX_PATH_BYTES = env_int("REGISTRY_MAX_PATH_BYTES", 255, minimum=16)
 REGISTRY_MAX_DEPTH = env_int("REGISTRY_MAX_DEPTH", 32, minimum=1)
 REGISTRY_MAX_MANIFEST_BYTES = env_size("REGISTRY_MAX_MANIFEST_BYTES", 64 * 1024)
+# Bounds on extension.toml's lists (SPEC 2.4); the JSON Schema the registry serves carries them.
+REGISTRY_MAX_PROVIDES = env_int("REGISTRY_MAX_PROVIDES", 32, minimum=1)
+REGISTRY_MAX_DEPENDENCIES = env_int("REGISTRY_MAX_DEPENDENCIES", 64, minimum=0)
+REGISTRY_MAX_SYSTEM_PACKAGES = env_int("REGISTRY_MAX_SYSTEM_PACKAGES", 64, minimum=0)
+REGISTRY_MAX_ENV_VARS = env_int("REGISTRY_MAX_ENV_VARS", 64, minimum=0)
+REGISTRY_MAX_BUILD_PATTERNS = env_int("REGISTRY_MAX_BUILD_PATTERNS", 32, minimum=0)
+REGISTRY_MAX_BUILD_PATTERN_LENGTH = env_int("REGISTRY_MAX_BUILD_PATTERN_LENGTH", 256, minimum=8)
+REGISTRY_MAX_BUILD_PATTERN_WILDCARDS = env_int("REGISTRY_MAX_BUILD_PATTERN_WILDCARDS", 16, minimum=1)
+
+# --- The build sandbox: every step that touches author content runs in a child process --------
+# with these limits (extensions.sandbox). "off" runs the steps in the calling process: for
+# measuring the sandbox's cost only, never for a registry that takes uploads from strangers.
+REGISTRY_SANDBOX = env_choice("REGISTRY_SANDBOX", "process", ("process", "off"))
+REGISTRY_SANDBOX_CPU_SECONDS = env_int("REGISTRY_SANDBOX_CPU_SECONDS", 10, minimum=1)
+REGISTRY_SANDBOX_README_CPU_SECONDS = env_int("REGISTRY_SANDBOX_README_CPU_SECONDS", 2, minimum=1)
+REGISTRY_SANDBOX_MEMORY = env_size("REGISTRY_SANDBOX_MEMORY", 512 * 1024**2)
+REGISTRY_SANDBOX_WALL_SECONDS = env_int("REGISTRY_SANDBOX_WALL_SECONDS", 240, minimum=5)
+REGISTRY_SANDBOX_OUTPUT = env_size("REGISTRY_SANDBOX_OUTPUT", 16 * 1024**2)
+REGISTRY_SANDBOX_OPEN_FILES = env_int("REGISTRY_SANDBOX_OPEN_FILES", 256, minimum=32)
+REGISTRY_SANDBOX_ISOLATE_NETWORK = env_bool("REGISTRY_SANDBOX_ISOLATE_NETWORK", True)
 
 # --- Celery: in-process (eager) unless a broker is configured ----------------------------------
 CELERY_BROKER_URL = env_url("CELERY_BROKER_URL", "", ("redis", "rediss", "amqp", "amqps", "sqs"))
@@ -167,6 +191,9 @@ REGISTRY_BUILD_HEARTBEAT_SECONDS = env_int("REGISTRY_BUILD_HEARTBEAT_SECONDS", 1
 # A running build whose heartbeat is older than this is taken to have lost its worker.
 REGISTRY_BUILD_STALE_SECONDS = env_int("REGISTRY_BUILD_STALE_SECONDS", 60, minimum=2)
 REGISTRY_SWEEP_GRACE_SECONDS = env_int("REGISTRY_SWEEP_GRACE_SECONDS", 3600, minimum=0)
+# In embedded mode (no broker, so no beat), each web process runs the reaper of stale builds
+# every REGISTRY_BUILD_HEARTBEAT_SECONDS and the sweeper of temporary files every few minutes.
+REGISTRY_HOUSEKEEPING = env_bool("REGISTRY_HOUSEKEEPING", True)
 
 # --- Cache -------------------------------------------------------------------------------------
 _cache_url = env_url("CACHE_URL", "", ("redis", "rediss", "unix"))

@@ -61,3 +61,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not ":memory:", so other processes can share the test database. pytest-django adds
     # the xdist suffix (_gw0, ...) itself; the directory is private to this process anyway.
     DATABASES["default"]["TEST"] = {"NAME": str(REGISTRY_DATA_DIR / "test-registry.sqlite3")}
+
+# No housekeeping thread in the test processes (it would reap and sweep under the tests' feet);
+# the live registries the tests start (gunicorn, registry.settings) run it as production does.
+REGISTRY_HOUSEKEEPING = False

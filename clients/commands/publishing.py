@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from clients.commands._args import exact_version, extension_type, non_negative, page_size, seconds
 from clients.errors import ClientError, UsageError
 from clients.progress import Progress
-from clients.registry_client import RegistryClient, RegistryErrorAnswer
+from clients.registry_client import RegistryClient
 
 if TYPE_CHECKING:
     from clients.cli import Commands, Context
@@ -34,18 +34,6 @@ def _build_failed(build: dict[str, Any]) -> ClientError:
     )
 
 
-def _failed_build(client: RegistryClient, error: RegistryErrorAnswer) -> dict[str, Any] | None:
-    """The build a refused publish names in its details (the registry ran it at once and it failed),
-    with its log; None when the refusal names no build."""
-    named = next((d for d in error.details if isinstance(d, dict) and d.get("build")), None)
-    if named is None:
-        return None
-    try:
-        return client.build(str(named["build"]))
-    except ClientError:
-        return {"id": named["build"], "url": named.get("url"), "status": "failed", "log": []}
-
-
 def _print_failed_build(out: Output, build: dict[str, Any], *, logged: bool) -> None:
     """For people: the failed build's URL and log (``logged``: the log was printed as it came, so
     only the failing step's further message lines are left to show)."""
@@ -67,14 +55,10 @@ def _cmd_publish(args: argparse.Namespace, ctx: Context) -> int:
     package = Path(args.file)
     wait = out.interactive if args.wait is None else args.wait
     with RegistryClient.from_config(ctx.config) as client:
-        try:
-            with Progress.for_output(out) as bars:
-                build = client.publish(package, progress=bars.task(f"uploading {package.name}"))
-        except RegistryErrorAnswer as exc:
-            failed = _failed_build(client, exc)
-            if failed is not None:
-                _print_failed_build(out, failed, logged=False)
-            raise
+        # The registry answers 202 with the build (SPEC 3.2), already final in embedded mode; a
+        # refusal before any build (no token, too large...) is a RegistryError.
+        with Progress.for_output(out) as bars:
+            build = client.publish(package, progress=bars.task(f"uploading {package.name}"))
         out.line(f"build {build['id']}: {build['status']} ({build['url']})")
         if wait:
             build = client.wait_for_build(

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from builds.services import build_reap_stale
+from builds.lifecycle import build_reap_stale
 
 
 class Command(BaseCommand):

@@ -1,6 +1,7 @@
 """`python manage.py sweepstorage [--grace-seconds N]`: what Celery beat runs hourly
 (builds.sweep_storage): remove package objects no version references and staged uploads of
-finished builds, older than the grace period."""
+finished builds, older than the grace period, and the temporary files of dead uploads and
+finished builds under REGISTRY_DATA_DIR/tmp/."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from builds.sweeper import storage_sweep
+from builds.sweeper import sweep
 
 
 class Command(BaseCommand):
@@ -23,5 +24,8 @@ class Command(BaseCommand):
             from django.core.management.base import CommandError
 
             raise CommandError("--grace-seconds must be 0 or more")
-        result = storage_sweep(grace_seconds=grace)
-        self.stdout.write(f"removed {result['packages']} package object(s), {result['uploads']} staged upload(s)")
+        result = sweep(grace_seconds=grace)
+        self.stdout.write(
+            f"removed {result['packages']} package object(s), {result['uploads']} staged upload(s), "
+            f"{result['tmp_uploads']} temporary upload file(s), {result['tmp_builds']} build directory(ies)"
+        )
