@@ -189,6 +189,27 @@ def publish(client: Client, token: str, path: Path) -> HttpResponse:
         return client.post(PUBLISH_URL, {"file": handle}, HTTP_AUTHORIZATION=f"Bearer {token}")  # type: ignore[return-value]
 
 
+def refusal(response: Any) -> tuple[int, dict[str, Any]]:
+    """``(status, error)`` of a refused request, whichever way it was refused (SPEC 3.1, 3.2): an
+    error envelope with its HTTP status, or, for a publish, ``202`` with a build that failed (in
+    embedded mode the build ran before the answer); then the status is the one SPEC 3.1 gives the
+    build's error code, and the error's details name the build (``{"build", "url"}``), as the
+    envelope of a refused request would."""
+    from registry.errors import STATUS_BY_CODE
+
+    body = response.json()
+    if response.status_code == 202:
+        assert body["success"] is True, body
+        build = body["data"]
+        assert build["status"] == "failed", build
+        error = dict(build["error"])
+        assert set(error) == {"code", "message", "details"}, error
+        error["details"] = [*error["details"], {"build": build["id"], "url": build["url"]}]
+        return STATUS_BY_CODE[error["code"]], error
+    assert body["success"] is False, body
+    return int(response.status_code), dict(body["error"])
+
+
 def publish_new(client: Client, token: str, tmp_path: Path, name: str, version: str, **kw: Any) -> dict[str, Any]:
     """Build and publish NAME VERSION; asserts the 202 and returns the build (the envelope's data)."""
     response = publish(client, token, package(tmp_path, name, version, **kw))

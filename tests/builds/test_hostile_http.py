@@ -41,10 +41,10 @@ def upload(client: Client, token: str, url: str, field: str, data: bytes) -> Any
 
 def assert_refused(client: Client, response: Any, case: Hostile) -> None:
     """The answer names the case's code and member; nothing of the upload remains but a failed build."""
-    assert response.status_code == STATUS[case.code], (case.name, response.content[:2000])
-    body = response.json()
-    assert body["success"] is False
-    error = body["error"]
+    from tests.factories import refusal
+
+    status, error = refusal(response)
+    assert status == STATUS[case.code], (case.name, response.content[:2000])
     assert error["code"] == case.code, (case.name, error)
     if case.member is not None:
         assert case.member in error["message"], (case.name, error["message"])

@@ -14,8 +14,9 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 
-from builds import pipeline, services, tasks
+from builds import lifecycle, pipeline, services, tasks
 from builds.models import Build
+from builds.steplog import StepLog
 from builds.sweeper import storage_sweep
 from registry import services as catalog
 from registry import storage
@@ -73,12 +74,12 @@ def queued(user: AbstractBaseUser, tmp_path: Path) -> Build:
 
 
 def test_a_queued_build_is_claimed_once(queued: Build) -> None:
-    assert services.build_claim(str(queued.pk)) == 1
+    assert lifecycle.build_claim(str(queued.pk)) == 1
     queued.refresh_from_db()
     assert (queued.status, queued.attempts) == (Build.Status.RUNNING, 1)
     assert queued.started_at is not None and queued.heartbeat_at is not None
 
-    assert services.build_claim(str(queued.pk)) is None  # running, and its worker is alive
+    assert lifecycle.build_claim(str(queued.pk)) is None  # running, and its worker is alive
     queued.refresh_from_db()
     assert (queued.status, queued.attempts) == (Build.Status.RUNNING, 1)
 
@@ -87,44 +88,44 @@ def test_a_queued_build_is_claimed_once(queued: Build) -> None:
 def test_a_stale_running_build_can_be_reclaimed_as_the_next_attempt(
     queued: Build, settings: Any, heartbeat: bool
 ) -> None:
-    assert services.build_claim(str(queued.pk)) == 1
+    assert lifecycle.build_claim(str(queued.pk)) == 1
     go_stale(queued, settings, heartbeat=heartbeat)
 
-    assert services.build_claim(str(queued.pk)) == 2
+    assert lifecycle.build_claim(str(queued.pk)) == 2
     queued.refresh_from_db()
     assert (queued.status, queued.attempts) == (Build.Status.RUNNING, 2)
     assert timezone.now() - queued.heartbeat_at < timedelta(seconds=5)  # type: ignore[operator]
-    assert services.build_claim(str(queued.pk)) is None  # the new owner is alive
+    assert lifecycle.build_claim(str(queued.pk)) is None  # the new owner is alive
 
 
 def test_a_build_just_under_the_stale_age_is_not_reclaimed(queued: Build, settings: Any) -> None:
-    assert services.build_claim(str(queued.pk)) == 1
+    assert lifecycle.build_claim(str(queued.pk)) == 1
     recent = timezone.now() - timedelta(seconds=settings.REGISTRY_BUILD_STALE_SECONDS - 5)
     Build.objects.filter(pk=queued.pk).update(heartbeat_at=recent)
-    assert services.build_claim(str(queued.pk)) is None
+    assert lifecycle.build_claim(str(queued.pk)) is None
 
 
 @pytest.mark.parametrize("status", [Build.Status.SUCCEEDED, Build.Status.FAILED])
 def test_a_final_build_is_never_claimed(queued: Build, status: str) -> None:
     Build.objects.filter(pk=queued.pk).update(status=status)
-    assert services.build_claim(str(queued.pk)) is None
+    assert lifecycle.build_claim(str(queued.pk)) is None
     queued.refresh_from_db()
     assert (queued.status, queued.attempts) == (status, 0)
 
 
 def test_an_unknown_build_is_not_claimed(db: None) -> None:
-    assert services.build_claim("00000000-0000-0000-0000-000000000000") is None
+    assert lifecycle.build_claim("00000000-0000-0000-0000-000000000000") is None
 
 
 def test_a_build_interrupted_too_often_is_failed_instead_of_claimed(queued: Build, settings: Any) -> None:
-    Build.objects.filter(pk=queued.pk).update(status=Build.Status.RUNNING, attempts=services.MAX_ATTEMPTS)
+    Build.objects.filter(pk=queued.pk).update(status=Build.Status.RUNNING, attempts=lifecycle.MAX_ATTEMPTS)
     go_stale(queued, settings)
 
-    assert services.build_claim(str(queued.pk)) is None
+    assert lifecycle.build_claim(str(queued.pk)) is None
     queued.refresh_from_db()
     assert queued.status == Build.Status.FAILED
     assert queued.error_code == "internal_error"
-    assert f"interrupted {services.MAX_ATTEMPTS} times" in queued.error_message
+    assert f"interrupted {lifecycle.MAX_ATTEMPTS} times" in queued.error_message
     assert keys(storage.UPLOADS_PREFIX) == set()
 
 
@@ -133,14 +134,14 @@ def test_a_duplicate_message_does_not_fail_a_live_last_attempt(queued: Build) ->
     reaper) must leave it alone, not fail it as interrupted too often."""
     now = timezone.now()
     Build.objects.filter(pk=queued.pk).update(
-        status=Build.Status.RUNNING, attempts=services.MAX_ATTEMPTS, started_at=now, heartbeat_at=now
+        status=Build.Status.RUNNING, attempts=lifecycle.MAX_ATTEMPTS, started_at=now, heartbeat_at=now
     )
 
-    assert services.build_claim(str(queued.pk)) is None
+    assert lifecycle.build_claim(str(queued.pk)) is None
     services.build_run(str(queued.pk))
 
     queued.refresh_from_db()
-    assert (queued.status, queued.attempts, queued.error_code) == (Build.Status.RUNNING, services.MAX_ATTEMPTS, "")
+    assert (queued.status, queued.attempts, queued.error_code) == (Build.Status.RUNNING, lifecycle.MAX_ATTEMPTS, "")
     assert not AuditEvent.objects.filter(action=AuditEvent.Action.PUBLISH_FAILED).exists()
 
 
@@ -149,14 +150,14 @@ def test_a_worker_whose_build_was_taken_over_cannot_commit(
 ) -> None:
     """Attempt 1 was thought dead and attempt 2 took over: attempt 1 finishing late commits nothing,
     writes nothing to the log, and leaves no object behind."""
-    assert services.build_claim(str(queued.pk)) == 1
+    assert lifecycle.build_claim(str(queued.pk)) == 1
     go_stale(queued, settings)
-    assert services.build_claim(str(queued.pk)) == 2
+    assert lifecycle.build_claim(str(queued.pk)) == 2
     old = Build.objects.get(pk=queued.pk)
     log_before = list(old.log)
 
     with pytest.raises(pipeline._LostClaim):
-        pipeline.run(build=old, attempt=1, actor=Actor(user=user), steps=services.StepLog(old, 1))
+        pipeline.run(build=old, attempt=1, actor=Actor(user=user), steps=StepLog(old, 1))
 
     queued.refresh_from_db()
     assert (queued.status, queued.attempts, queued.version_id) == (Build.Status.RUNNING, 2, None)
@@ -235,11 +236,11 @@ def worker_mode(settings: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def test_the_reaper_requeues_a_build_whose_worker_died_and_it_completes(
     queued: Build, settings: Any, worker_mode: list[str]
 ) -> None:
-    assert services.build_claim(str(queued.pk)) == 1  # a worker took it, then died
+    assert lifecycle.build_claim(str(queued.pk)) == 1  # a worker took it, then died
     go_stale(queued, settings)
 
     # The re-queued build is delivered at once and runs as attempt 2.
-    assert services.build_reap_stale() == {"requeued": 1, "failed": 0}
+    assert lifecycle.build_reap_stale() == {"requeued": 1, "failed": 0}
     assert worker_mode == [str(queued.pk)]
 
     queued.refresh_from_db()
@@ -258,15 +259,15 @@ def test_the_reaper_requeues_without_running_when_tasks_go_to_a_broker(
     settings.CELERY_TASK_ALWAYS_EAGER = False
     sent: list[str] = []
     monkeypatch.setattr(tasks.run_build, "delay", lambda build_id: sent.append(build_id))
-    assert services.build_claim(str(queued.pk)) == 1
+    assert lifecycle.build_claim(str(queued.pk)) == 1
     go_stale(queued, settings)
 
-    assert services.build_reap_stale() == {"requeued": 1, "failed": 0}
+    assert lifecycle.build_reap_stale() == {"requeued": 1, "failed": 0}
     queued.refresh_from_db()
     assert (queued.status, queued.attempts) == (Build.Status.QUEUED, 1)
     assert sent == [str(queued.pk)]
     # The message is delivered: the next claim is attempt 2.
-    assert services.build_claim(str(queued.pk)) == 2
+    assert lifecycle.build_claim(str(queued.pk)) == 2
 
 
 @reaper
@@ -278,27 +279,27 @@ def test_the_reaper_sends_one_message_for_an_old_build_whose_worker_died(
     settings.CELERY_TASK_ALWAYS_EAGER = False
     sent: list[str] = []
     monkeypatch.setattr(tasks.run_build, "delay", lambda build_id: sent.append(build_id))
-    assert services.build_claim(str(queued.pk)) == 1
+    assert lifecycle.build_claim(str(queued.pk)) == 1
     go_stale(queued, settings)
     long_ago = timezone.now() - timedelta(seconds=settings.REGISTRY_BUILD_STALE_SECONDS + 10)
     Build.objects.filter(pk=queued.pk).update(created_at=long_ago)
 
-    assert services.build_reap_stale() == {"requeued": 1, "failed": 0}
+    assert lifecycle.build_reap_stale() == {"requeued": 1, "failed": 0}
     assert sent == [str(queued.pk)]
 
 
 @reaper
 def test_the_reaper_fails_a_build_that_exhausted_its_attempts(queued: Build, settings: Any) -> None:
     settings.CELERY_TASK_ALWAYS_EAGER = False
-    Build.objects.filter(pk=queued.pk).update(status=Build.Status.RUNNING, attempts=services.MAX_ATTEMPTS)
+    Build.objects.filter(pk=queued.pk).update(status=Build.Status.RUNNING, attempts=lifecycle.MAX_ATTEMPTS)
     go_stale(queued, settings)
 
-    assert services.build_reap_stale() == {"requeued": 0, "failed": 1}
+    assert lifecycle.build_reap_stale() == {"requeued": 0, "failed": 1}
 
     queued.refresh_from_db()
     assert queued.status == Build.Status.FAILED
     assert queued.error_code == "internal_error"
-    assert queued.error_message.startswith(f"the build was interrupted {services.MAX_ATTEMPTS} times")
+    assert queued.error_message.startswith(f"the build was interrupted {lifecycle.MAX_ATTEMPTS} times")
     assert str(queued.pk) in queued.error_message
     assert queued.finished_at is not None
     event = AuditEvent.objects.get(action=AuditEvent.Action.PUBLISH_FAILED)
@@ -315,9 +316,9 @@ def test_the_reaper_leaves_live_and_finished_builds_alone(
     settings.CELERY_TASK_ALWAYS_EAGER = False
     done = submit(user, package(tmp_path / "b", "redis", "7.2.4"))
     services.build_run(str(done.pk))
-    assert services.build_claim(str(queued.pk)) == 1  # running, beating
+    assert lifecycle.build_claim(str(queued.pk)) == 1  # running, beating
 
-    assert services.build_reap_stale() == {"requeued": 0, "failed": 0}
+    assert lifecycle.build_reap_stale() == {"requeued": 0, "failed": 0}
     queued.refresh_from_db()
     assert (queued.status, queued.attempts) == (Build.Status.RUNNING, 1)
     assert Build.objects.get(pk=done.pk).status == Build.Status.SUCCEEDED
@@ -330,7 +331,7 @@ def test_the_reaper_enqueues_a_queued_build_whose_message_was_lost(
     long_ago = timezone.now() - timedelta(seconds=settings.REGISTRY_BUILD_STALE_SECONDS + 5)
     Build.objects.filter(pk=queued.pk).update(created_at=long_ago)
 
-    assert services.build_reap_stale() == {"requeued": 1, "failed": 0}
+    assert lifecycle.build_reap_stale() == {"requeued": 1, "failed": 0}
     queued.refresh_from_db()
     assert (queued.status, queued.attempts) == (Build.Status.SUCCEEDED, 1)
 
@@ -345,22 +346,22 @@ def test_a_queued_backlog_is_not_sent_again_while_its_message_is_fresh(
     long_ago = timezone.now() - timedelta(seconds=settings.REGISTRY_BUILD_STALE_SECONDS + 5)
     Build.objects.filter(pk=queued.pk).update(created_at=long_ago, enqueued_at=long_ago)
 
-    assert services.build_reap_stale() == {"requeued": 1, "failed": 0}  # its message is long lost
-    assert services.build_reap_stale() == {"requeued": 0, "failed": 0}  # just sent: wait for it
+    assert lifecycle.build_reap_stale() == {"requeued": 1, "failed": 0}  # its message is long lost
+    assert lifecycle.build_reap_stale() == {"requeued": 0, "failed": 0}  # just sent: wait for it
     assert sent == [str(queued.pk)]
 
 
 @reaper
 def test_in_embedded_mode_the_reaper_fails_a_build_its_process_left_running(queued: Build, settings: Any) -> None:
     """No heartbeat, no worker to retry: past the longest a build may run, it was cut short."""
-    assert services.build_claim(str(queued.pk)) == 1
-    assert services.build_reap_stale() == {"requeued": 0, "failed": 0}  # still within its time
+    assert lifecycle.build_claim(str(queued.pk)) == 1
+    assert lifecycle.build_reap_stale() == {"requeued": 0, "failed": 0}  # still within its time
     past = timezone.now() - timedelta(
         seconds=settings.REGISTRY_BUILD_TIME_LIMIT + settings.REGISTRY_BUILD_STALE_SECONDS + 5
     )
     Build.objects.filter(pk=queued.pk).update(started_at=past, heartbeat_at=past)
 
-    assert services.build_reap_stale() == {"requeued": 0, "failed": 1}
+    assert lifecycle.build_reap_stale() == {"requeued": 0, "failed": 1}
     queued.refresh_from_db()
     assert queued.status == Build.Status.FAILED
     assert "publish it again" in queued.error_message

@@ -65,13 +65,15 @@ def post_file(
 
 
 def error_of(response: Any, status: int, code: str) -> dict[str, Any]:
-    """The error of an envelope response, after checking its status and code."""
-    assert response.status_code == status, response.content.decode("utf-8", "replace")
-    body = response.json()
-    assert body["success"] is False
-    assert body["error"]["code"] == code, body
-    assert set(body["error"]) == {"code", "message", "details"}
-    return dict(body["error"])
+    """The error of a refused request (an envelope, or a 202 whose build failed: `refusal`), after
+    checking its status and code."""
+    from tests.factories import refusal
+
+    answered, error = refusal(response)
+    assert answered == status, response.content.decode("utf-8", "replace")
+    assert error["code"] == code, error
+    assert set(error) == {"code", "message", "details"}
+    return error
 
 
 def keys(prefix: str) -> set[str]:
@@ -799,7 +801,7 @@ def test_a_platform_error_at_commit_rolls_back_and_shows_a_generic_message(
     def broken(**kwargs: Any) -> bool:
         raise RuntimeError("the database went away")
 
-    monkeypatch.setattr(pipeline, "build_mark_succeeded", broken)
+    monkeypatch.setattr(pipeline, "mark_succeeded", broken)
     error = error_of(post_file(client, token, package(tmp_path, "etcd", "3.5.9")), 500, "internal_error")
 
     build = build_of(error)
@@ -810,7 +812,7 @@ def test_a_platform_error_at_commit_rolls_back_and_shows_a_generic_message(
         **build.log[-1],
         "step": "commit",
         "status": "failed",
-        "message": "error on the registry's side",
+        "message": "an error on the registry's side; it has been logged",
     }
     assert not Version.objects.exists() and not Extension.objects.exists()
     assert_no_trace("etcd", build)

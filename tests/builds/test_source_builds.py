@@ -65,11 +65,12 @@ def post_source(client: Client, token: str, data: bytes, *, field: str = "source
 
 
 def error_of(response: Any, status: int, code: str) -> dict[str, Any]:
-    assert response.status_code == status, response.content.decode("utf-8", "replace")
-    body = response.json()
-    assert body["success"] is False
-    assert body["error"]["code"] == code, body
-    return dict(body["error"])
+    from tests.factories import refusal
+
+    answered, error = refusal(response)
+    assert answered == status, response.content.decode("utf-8", "replace")
+    assert error["code"] == code, error
+    return error
 
 
 def build_of(error: dict[str, Any]) -> Build:

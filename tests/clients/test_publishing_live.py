@@ -175,6 +175,7 @@ def test_a_failed_build_shows_its_log_and_url_in_table_mode(
     found = re.fullmatch(r"build (\S+): failed \((http://\S+/api/v1/builds/\1/)\)", first)
     assert found, first
     assert httpx.get(found.group(2), timeout=30).json()["data"]["status"] == "failed"
+    *steps, last = steps
     assert [line.split()[:2] for line in steps] == [
         ["upload", "passed"],
         ["fetch", "passed"],
@@ -182,6 +183,7 @@ def test_a_failed_build_shows_its_log_and_url_in_table_mode(
         ["validate", "failed"],
     ]
     assert steps[-1].endswith("unknown dependency: no extension named 'no-such-thing' in this registry")
+    assert last == f"the build log: {found.group(2)}"
     assert failed.err.startswith("error: unknown dependency: no extension named 'no-such-thing' in this registry\n")
 
     # A registry with a separate worker queues the build; it fails while the client follows it.

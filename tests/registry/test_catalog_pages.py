@@ -53,8 +53,10 @@ def failed_build(client: Client, token: str, path: Path) -> str:
     from tests.factories import publish
 
     response = publish(client, token, path)
-    assert response.status_code == 422, response.content
-    return str(response.json()["error"]["details"][-1]["build"])
+    assert response.status_code == 202, response.content
+    build = response.json()["data"]
+    assert build["status"] == "failed", build
+    return str(build["id"])
 
 
 @pytest.fixture

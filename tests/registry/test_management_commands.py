@@ -360,6 +360,8 @@ def test_publish_refuses_a_symlink_in_the_source_like_a_local_build(db: None, tm
 @pytest.mark.django_db(transaction=True)  # the reaper starts with close_old_connections(), as in a worker
 def test_reapbuilds_and_sweepstorage_report_what_they_did() -> None:
     assert run("reapbuilds").out.strip() == "0 re-queued, 0 failed"
-    assert run("sweepstorage", "--grace-seconds", "0").out.strip() == "removed 0 package object(s), 0 staged upload(s)"
+    assert run("sweepstorage", "--grace-seconds", "0").out.strip() == (
+        "removed 0 package object(s), 0 staged upload(s), 0 temporary upload file(s), 0 build directory(ies)"
+    )
     refused = run("sweepstorage", "--grace-seconds", "-1")
     assert refused.error is not None and "0 or more" in str(refused.error)

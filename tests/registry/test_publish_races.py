@@ -17,6 +17,7 @@ from registry import services, storage
 from registry.errors import NameTaken
 from registry.models import Extension, Provide
 from registry.tokens import Actor
+from tests.factories import refusal
 
 pytest_plugins = ["tests.factories"]
 pytestmark = pytest.mark.usefixtures("private_storage")
@@ -105,9 +106,8 @@ def test_an_extension_name_cannot_shadow_another_owners_provided_name(client: An
     )
     alice = make_token(make_user("alice"))
     shadow = package(tmp_path / "b", "kubernetes", "1.0.0", provides={"taskservs": ["kubernetes-x"]})
-    response = publish(client, alice, shadow)
-    assert response.status_code == 409, response.content
-    error = response.json()["error"]
+    status, error = refusal(publish(client, alice, shadow))
+    assert status == 409, error
     assert error["code"] == "name_taken"
     assert "the taskserv 'kubernetes' provided by the extension 'k8s-pack'" in error["message"]
     assert not Extension.objects.filter(name="kubernetes").exists()

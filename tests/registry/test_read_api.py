@@ -440,6 +440,8 @@ def test_no_read_request_gets_a_500(client: Client, etcd: None, segment: str, va
     ]
     for url in urls:
         response = client.get(url)
-        assert response.status_code in (200, 400, 404), (url, response.content)
+        # 405: extensions/taskserv/install is the install plan's (POST) route, and "install" is a
+        # reserved name, so no taskserv can be looked up by it.
+        assert response.status_code in (200, 400, 404, 405), (url, response.content)
         if response.status_code != 200:
             assert response.json()["success"] is False
