@@ -159,7 +159,7 @@ def _check_against_brute_force(problem: Problem) -> None:
     found = _brute(problem)
     if error is not None:
         reasons = {d["reason"] for d in error.details}
-        assert reasons <= {"conflict", "no_matching_version", "unknown"}, error.details
+        assert reasons <= {"conflict", "no_matching_version", "unknown", "excluded"}, error.details
         assert found == [], f"the resolver said {error.message!r}, but {found[0]} works"
         return
     assert resolved is not None
