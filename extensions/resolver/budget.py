@@ -11,8 +11,8 @@ from collections.abc import Callable
 #: Seconds one resolution may take, by default (the registry's REGISTRY_RESOLVE_TIMEOUT overrides it).
 DEFAULT_TIMEOUT = 2.0
 
-# How many checks pass between two calls of the (costlier) cancellation probe.
-_PROBE_EVERY = 64
+# Seconds between two calls of the (costlier) cancellation probe.
+PROBE_INTERVAL = 0.05
 
 
 class OutOfBudget(Exception):
@@ -27,7 +27,7 @@ class Budget:
     """``seconds`` from now (None: no deadline); ``cancelled`` returns True once nobody waits for the
     answer (probed every few checks)."""
 
-    __slots__ = ("_checks", "cancelled", "deadline", "seconds", "started")
+    __slots__ = ("_probed", "cancelled", "deadline", "seconds", "started")
 
     def __init__(self, seconds: float | None = DEFAULT_TIMEOUT, *, cancelled: Callable[[], bool] | None = None) -> None:
         if seconds is not None and not seconds > 0:
@@ -36,15 +36,17 @@ class Budget:
         self.started = time.monotonic()
         self.deadline = None if seconds is None else self.started + seconds
         self.cancelled = cancelled
-        self._checks = 0
+        self._probed = self.started
 
     def check(self) -> None:
-        """``OutOfBudget`` once the deadline has passed or the caller has gone."""
-        if self.deadline is not None and time.monotonic() > self.deadline:
+        """``OutOfBudget`` once the deadline has passed or the caller has gone (asked at most every
+        ``PROBE_INTERVAL`` seconds)."""
+        now = time.monotonic()
+        if self.deadline is not None and now > self.deadline:
             raise OutOfBudget(cancelled=False)
-        if self.cancelled is not None:
-            self._checks += 1
-            if self._checks % _PROBE_EVERY == 0 and self.cancelled():
+        if self.cancelled is not None and now - self._probed >= PROBE_INTERVAL:
+            self._probed = now
+            if self.cancelled():
                 raise OutOfBudget(cancelled=True)
 
     def elapsed(self) -> float:

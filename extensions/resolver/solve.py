@@ -60,7 +60,7 @@ def resolve(
             chosen = backtrack(universe, roots, max_rounds=max_rounds, work_limit=fast_path_work)
         except GaveUp as gave_up:
             tried.append(gave_up.tried())
-            tried.append(f"the complete search over {len(universe.names)} extensions")
+            tried.append("the complete search")
             decided = decide(universe, roots)
             if not isinstance(decided, Answer):
                 raise explain(universe, roots, decided) from None
