@@ -69,8 +69,11 @@ def _constraint(style: str, newest: str, lag: str) -> str:
     return f">={low_major}.{low_minor}"
 
 
-def generate_catalogue(seed: int, *, extensions: int = 300, versions: int = 10, horizon: int = 1000) -> list[Record]:
-    """The records of a generated catalogue (deterministic for its arguments)."""
+def generate_catalogue(
+    seed: int, *, extensions: int = 300, versions: int = 10, horizon: int = 1000, lag: tuple[int, int] = (1, 3)
+) -> list[Record]:
+    """The records of a generated catalogue (deterministic for its arguments). ``lag``: how many
+    versions behind the newest the lower bounds of ranges may be (the smaller, the tighter)."""
     rng = random.Random(seed)
     names = [f"x-{i:03d}" for i in range(extensions)]
     texts = {name: _version_texts(rng, versions) for name in names}
@@ -100,8 +103,8 @@ def generate_catalogue(seed: int, *, extensions: int = 300, versions: int = 10, 
             deps = {}
             for target in current:
                 released = [t for t, at in zip(texts[target], times[target], strict=True) if at <= moment]
-                lag = released[max(0, len(released) - 1 - rng.randint(1, 3))]
-                deps[target] = _constraint(styles[target], released[-1], lag)
+                older = released[max(0, len(released) - 1 - rng.randint(*lag))]
+                deps[target] = _constraint(styles[target], released[-1], older)
             records.append({"name": name, "version": text, "dependencies": deps})
     return records
 
@@ -127,9 +130,17 @@ def depths(graph: Mapping[str, set[str]], root: str) -> dict[str, int]:
 
 
 def holdback_requests(
-    records: Sequence[Mapping[str, Any]], seed: int, count: int = 20, *, min_depth: int = 3, min_closure: int = 0
+    records: Sequence[Mapping[str, Any]],
+    seed: int,
+    count: int = 20,
+    *,
+    min_depth: int = 3,
+    min_closure: int = 0,
+    held_back: int = 3,
 ) -> list[list[str]]:
-    """``count`` requests ``["A >=a", "X <m"]`` (deterministic for the records and the seed)."""
+    """``count`` requests ``["A >=a", "X <m"]`` (deterministic for the records and the seed): a one of
+    A's second to fourth newest versions, m one of X's ``held_back`` newest (all but the oldest at
+    most)."""
     rng = random.Random(seed)
     graph = _graph(records)
     versions: dict[str, list[str]] = {}
@@ -148,7 +159,7 @@ def holdback_requests(
             continue
         held = rng.choice(deep)
         a = rng.choice(versions[top][-4:-1])
-        m = rng.choice(versions[held][-3:])
+        m = rng.choice(versions[held][-min(held_back, len(versions[held]) - 1) :])
         request = [f"{top} >={a}", f"{held} <{m}"]
         if request not in out:
             out.append(request)
