@@ -39,7 +39,7 @@ def resolve(
     ``catalogue``, within ``timeout`` seconds (None: no bound) and until ``cancelled()`` says the
     caller has gone. ``ResolutionError`` (``resolution_failed``) with structured ``details`` when
     there is no answer or the input is invalid; ``ResolutionTooComplex`` (``too_complex``) past a
-    bound, saying what was tried."""
+    bound, saying what was tried. ``fast_path_work`` 0 skips the backtracking search."""
     budget = Budget(timeout, cancelled=cancelled)
     roots = _parse_roots(requirements, max_requirements)
     runtime = _parse_runtime(runtime_version)
@@ -57,9 +57,12 @@ def resolve(
     tried: list[str] = []
     try:
         try:
+            if fast_path_work <= 0:
+                raise GaveUp("skipped")
             chosen = backtrack(universe, roots, max_rounds=max_rounds, work_limit=fast_path_work)
         except GaveUp as gave_up:
-            tried.append(gave_up.tried())
+            if gave_up.why != "skipped":
+                tried.append(gave_up.tried())
             tried.append("the complete search")
             decided = decide(universe, roots)
             if not isinstance(decided, Answer):

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from extensions.errors import ResolutionError
 from extensions.resolver import Candidate, MemoryCatalogue, describe_constraint, install_order, resolve
 from extensions.versions import Constraint, Requirement, Version
-from tests.extensions.brute_resolver import solutions, violations
+from tests.extensions.brute_resolver import newest_in_breadth_first_order, solutions, violations
 
 SETTINGS = settings(max_examples=300, deadline=None)
 
@@ -283,3 +283,27 @@ def test_install_order_puts_dependencies_first_and_breaks_ties_by_name(graph: di
 def test_describe_constraint_is_equivalent_to_the_constraint(text: str) -> None:
     constraint = Constraint.parse(text)
     assert Constraint.parse(describe_constraint(constraint)) == constraint
+
+
+@SETTINGS
+@given(problems())
+def test_the_complete_solver_alone_honours_every_rule_and_its_preference(problem: Problem) -> None:
+    # Without the fast path: the answer is valid under every rule (yanked, pre-releases, runtime,
+    # locks), and it is the newest in breadth-first order from the roots, the locked version first.
+    catalogue = MemoryCatalogue(c for found in problem.catalogue.values() for c in found)
+    options = {"runtime": problem.runtime, "include_prereleases": problem.include_prereleases, "locked": problem.locked}
+    expected = newest_in_breadth_first_order(problem.roots, problem.catalogue, **options)
+    try:
+        result = resolve(
+            problem.roots,
+            catalogue,
+            runtime_version=problem.runtime,
+            include_prereleases=problem.include_prereleases,
+            locked=problem.locked,
+            fast_path_work=0,
+        )
+    except ResolutionError as exc:
+        assert expected is None, f"said {exc.message!r}, but {expected} works"
+        return
+    assert violations(problem.roots, result.resolved, **options) == []
+    assert {n: c.version for n, c in result.resolved.items()} == expected
