@@ -149,13 +149,16 @@ def run(ctx: Context) -> list[Row]:
             None,
         )
     )
-    ctx.notes.append(f"catalogue: tests/extensions/catalogue_generator.py, seed {SEED}; baseline: resolvelib + packaging")
+    ctx.notes.append(
+        f"catalogue: tests/extensions/catalogue_generator.py, seed {SEED}; baseline: resolvelib + packaging"
+    )
     return rows
 
 
 def _baseline_request(roots: list[str], index: dict[str, list]) -> dict[str, str]:
-    from bench.baseline_resolver import BaselineProvider, BaseRequirement, to_pep440
     from resolvelib import BaseReporter, Resolver
+
+    from bench.baseline_resolver import BaselineProvider, BaseRequirement, to_pep440
 
     requirements = []
     for text in roots:

@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import sys
+from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
 
     call_command("migrate", verbosity=0)
     user, _ = get_user_model().objects.get_or_create(username="bench")
-    records = json.loads(open(args.records, encoding="utf-8").read()) if args.records else generate_catalogue()
+    records = json.loads(Path(args.records).read_text(encoding="utf-8")) if args.records else generate_catalogue()
     by_name: dict[str, list[dict[str, object]]] = {}
     for record in records:
         by_name.setdefault(str(record["name"]), []).append(record)

@@ -87,7 +87,7 @@ class _Encoding:
             self._add((root, None), [], self._admits(root, queue))
         while queue:
             name = queue.popleft()
-            for index, variable in self.variables[name].items():
+            for _index, variable in self.variables[name].items():
                 candidate = self.candidate[variable]
                 for requirement in candidate.dependencies:
                     self._add((requirement, candidate), [-variable], self._admits(requirement, queue))

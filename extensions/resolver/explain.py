@@ -162,8 +162,13 @@ class _Explainer:
         for requirement, parent in self.causes:
             if parent is None:
                 state.forced.add(requirement.name)
-                self.restrict(state, requirement.name, self._mask(requirement), self.line(requirement, None),
-                              [(requirement, None)])  # fmt: skip
+                self.restrict(
+                    state,
+                    requirement.name,
+                    self._mask(requirement),
+                    self.line(requirement, None),
+                    [(requirement, None)],
+                )
         return state
 
     def _mask(self, requirement: Requirement) -> int:
@@ -259,8 +264,11 @@ class _Explainer:
     def cases(self, state: _State) -> tuple[str, list[tuple[int, _State]]] | None:
         """Try each version of the most constrained name that must be installed; the cases if each
         ends in a conflict."""
-        choices = [(state.possible[n].bit_count(), position, n) for position, n in enumerate(self.names)
-                   if n in state.forced and state.possible[n].bit_count() >= 2]  # fmt: skip
+        choices = [
+            (state.possible[n].bit_count(), position, n)
+            for position, n in enumerate(self.names)
+            if n in state.forced and state.possible[n].bit_count() >= 2
+        ]
         for _, _, name in sorted(choices):
             if state.possible[name].bit_count() > MAX_CASES:
                 break
@@ -341,16 +349,23 @@ class _Explainer:
         name = state.conflict
         assert name is not None
         if not self.universe.info(name).candidates:  # a dependency on a name that does not exist
-            unknown = [unknown_detail(name, self.universe.catalogue, r, p) for line in state.lines
-                       if line.name == name for r, p in line.causes]  # fmt: skip
+            unknown = [
+                unknown_detail(name, self.universe.catalogue, r, p)
+                for line in state.lines
+                if line.name == name
+                for r, p in line.causes
+            ]
             state.unknown.extend(unknown)
             state.lines = [line for line in state.lines if line.name != name]
             text = "; ".join(_trimmed([line.text for line in state.lines] + [d["message"] for d in unknown]))
             return ResolutionError(f"cannot resolve {asked}: {text}", details=state.unknown)
         details = [*state.unknown, self._conflict_detail(state, name)]
         first = len(state.unknown)
-        before = [line.text for line in state.lines if line.name != name]
-        for other in dict.fromkeys(line.name for line in state.lines if line.removed and line.name != name):
+        # a root requirement's line says again what the message begins with, unless it is part of the conflict
+        before = [line.text for line in state.lines if line.name != name and not _from_root(line)]
+        for other in dict.fromkeys(
+            line.name for line in state.lines if line.removed and line.name != name and not _from_root(line)
+        ):
             if state.possible[other] == 0 or other in state.why_out:
                 details.append({"reason": "excluded", **self.detail(state, other), "message": ""})
         for extra in details[first + 1 :]:
@@ -374,8 +389,15 @@ class _Explainer:
             requirement, parent = single.causes[0]
             message = f"{single.text}, but no version of {name} matches ({self.no_version_text(name, [requirement])})"
             about = self.about(requirement, parent)
-            return {"reason": "no_matching_version", "name": name, **about, "available": found["available"],
-                    "skipped": found["skipped"], "versions": found["versions"], "message": message}  # fmt: skip
+            return {
+                "reason": "no_matching_version",
+                "name": name,
+                **about,
+                "available": found["available"],
+                "skipped": found["skipped"],
+                "versions": found["versions"],
+                "message": message,
+            }
         texts = [line.text for line in lines]
         if found["ruled_out"]:
             message = "; ".join(texts) + f"; so no version of {name} is left (available: "
@@ -396,7 +418,7 @@ class _Explainer:
             conflict = case.conflict
             assert conflict is not None
             ending = f"no version of {conflict} is left"
-            versions.append({"version": str(info.candidates[i].version), "why": steps + [ending]})
+            versions.append({"version": str(info.candidates[i].version), "why": [*steps, ending]})
             if position == 0:
                 listed = steps if len(steps) <= CASE_LINES else [*steps[: CASE_LINES - 2], "...", *steps[-2:]]
                 shown.append(f"with {name} {info.candidates[i].version}: " + "; ".join([*listed, ending]))
@@ -411,22 +433,30 @@ class _Explainer:
         by_name: dict[str, list[Cause]] = {}
         for cause in self.causes:
             by_name.setdefault(cause[0].name, []).append(cause)
-        details = []
+        details: list[dict[str, Any]] = []
+        lines: list[str] = []
         for name, causes in by_name.items():
             info = self.universe.info(name)
-            details.append({
-                "reason": "conflict",
-                "name": name,
-                "requirements": [self.about(r, p) for r, p in causes],
-                "available": [str(c.version) for c in reversed(info.candidates)],
-                "skipped": self.universe.skipped_versions(name, [r for r, _ in causes]),
-                "ruled_out": [],
-                "versions": [],
-                "message": "; ".join(self.line(r, p) for r, p in causes),
-            })  # fmt: skip
-        text = "; ".join(d["message"] for d in details)
+            lines.append("; ".join(self.line(r, p) for r, p in causes))
+            details.append(
+                {
+                    "reason": "conflict",
+                    "name": name,
+                    "requirements": [self.about(r, p) for r, p in causes],
+                    "available": [str(c.version) for c in reversed(info.candidates)],
+                    "skipped": self.universe.skipped_versions(name, [r for r, _ in causes]),
+                    "ruled_out": [],
+                    "versions": [],
+                    "message": lines[-1],
+                }
+            )
+        text = "; ".join(lines)
         message = f"cannot resolve {asked}: these requirements cannot all hold together: {text}"
         return ResolutionError(message, details=details)
+
+
+def _from_root(line: _Line) -> bool:
+    return len(line.causes) == 1 and line.causes[0][1] is None
 
 
 def _trimmed(lines: list[str], keep: int = 6) -> list[str]:

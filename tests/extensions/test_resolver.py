@@ -634,8 +634,10 @@ def test_a_graph_backtracking_cannot_finish_is_decided_and_explained_completely(
     error = failure(["n00", "n39 <1.0"], _chain(40, 20, ">=1.0"))
     assert time.monotonic() - started < 5
     assert error.message.startswith("cannot resolve n00, n39 <1.0: every version of n00 (20) requires n01 >=1.0;")
-    assert error.message.endswith("no version of n39 satisfies all of these (available: 0.0.0, 1.1.0, 1.2.0, ..., "
-                                  "1.12.0, 1.13.0, 1.14.0, 1.15.0, 1.16.0, 1.17.0, 1.18.0, 1.19.0 (20 versions))")  # fmt: skip
+    assert error.message.endswith(
+        "no version of n39 satisfies all of these (available: 0.0.0, 1.1.0, 1.2.0, ..., "
+        "1.12.0, 1.13.0, 1.14.0, 1.15.0, 1.16.0, 1.17.0, 1.18.0, 1.19.0 (20 versions))"
+    )
     conflict = error.details[0]
     assert (conflict["reason"], conflict["name"]) == ("conflict", "n39")
     assert [r["requirement"] for r in conflict["requirements"]][:2] == ["n39 <1.0", "n39 >=1.0"]
@@ -644,8 +646,13 @@ def test_a_graph_backtracking_cannot_finish_is_decided_and_explained_completely(
     # the versions below 1.0 of every name in between are accounted for too
     excluded = {d["name"]: d["versions"] for d in error.details[1:]}
     assert set(excluded) == {f"n{i:02d}" for i in range(1, 39)}
-    assert excluded["n05"] == [{"version": "0.0.0", "why": "excluded: n04 1.19.0, 1.18.0, 1.17.0, ..., 1.2.0 and 1.1.0 "
-                                "require n05 >=1.0 (via n00 1.19.0 -> n01 1.19.0 -> n02 1.19.0 -> n03 1.19.0)"}]  # fmt: skip
+    assert excluded["n05"] == [
+        {
+            "version": "0.0.0",
+            "why": "excluded: n04 1.19.0, 1.18.0, 1.17.0, ..., 1.2.0 and 1.1.0 "
+            "require n05 >=1.0 (via n00 1.19.0 -> n01 1.19.0 -> n02 1.19.0 -> n03 1.19.0)",
+        }
+    ]
 
 
 def test_exponential_backtracking_shapes_end_quickly_with_every_case_explained() -> None:

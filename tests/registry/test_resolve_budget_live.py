@@ -38,11 +38,15 @@ def pigeonhole_records(holes: int) -> list[dict[str, object]]:
     records: list[dict[str, object]] = []
     for i in range(holes + 1):
         for h in range(holes):
-            records.append({"name": f"pigeon-{i:02d}", "version": f"1.{h}.0", "dependencies": {f"hole-{h:02d}": f"=1.{i}.0"}})  # fmt: skip
+            records.append(
+                {"name": f"pigeon-{i:02d}", "version": f"1.{h}.0", "dependencies": {f"hole-{h:02d}": f"=1.{i}.0"}}
+            )
     for h in range(holes):
         for i in range(holes + 1):
             records.append({"name": f"hole-{h:02d}", "version": f"1.{i}.0", "dependencies": {}})
-    records.append({"name": "flock", "version": "1.0.0", "dependencies": {f"pigeon-{i:02d}": "*" for i in range(holes + 1)}})  # fmt: skip
+    records.append(
+        {"name": "flock", "version": "1.0.0", "dependencies": {f"pigeon-{i:02d}": "*" for i in range(holes + 1)}}
+    )
     return records
 
 
