@@ -8,8 +8,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from extensions.errors import ExtensionError
-from extensions.versions import Constraint, Requirement
-from extensions.versions import Version as SemVer
+from extensions.versions import Constraint, Requirement, SemVer
 
 
 def describe_constraint(constraint: Constraint) -> str:

@@ -3,13 +3,13 @@ install order."""
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from extensions.errors import ResolutionError
-from extensions.versions import Constraint, Requirement, Version, parse_requirement, parse_version
+from extensions.graph import DependencyCycleError, dependency_order
+from extensions.versions import Constraint, Requirement, SemVer, parse_requirement, parse_version
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,7 @@ class Candidate:
     equality or hashing. Hashing uses ``(name, version)`` only, which agrees with equality."""
 
     name: str
-    version: Version
+    version: SemVer
     dependencies: tuple[Requirement, ...] = ()
     yanked: bool = False
     provisioning_version: Constraint | None = None
@@ -72,7 +72,7 @@ class MemoryCatalogue:
     ``name@version`` keeps the first one given."""
 
     def __init__(self, candidates: Iterable[Candidate] = ()) -> None:
-        by_name: dict[str, dict[Version, Candidate]] = {}
+        by_name: dict[str, dict[SemVer, Candidate]] = {}
         for candidate in candidates:
             by_name.setdefault(candidate.name, {}).setdefault(candidate.version, candidate)
         self._versions: dict[str, tuple[Candidate, ...]] = {
@@ -113,7 +113,7 @@ class MemoryCatalogue:
         return self._versions.keys()
 
 
-def _version_of(candidate: Candidate) -> Version:
+def _version_of(candidate: Candidate) -> SemVer:
     return candidate.version
 
 
@@ -142,43 +142,16 @@ class Resolution:
 
 
 def install_order(resolved: Mapping[str, Candidate]) -> list[str]:
-    """Names with dependencies before dependents; among names that are ready, alphabetical (Kahn's
-    algorithm with a heap). Dependencies on names outside ``resolved`` are ignored. A cycle raises
-    ``ResolutionError`` naming it: ``a -> b -> a`` (a requires b, b requires a)."""
-    needs: dict[str, set[str]] = {}
-    dependents: dict[str, list[str]] = {name: [] for name in resolved}
-    for name, candidate in resolved.items():
-        deps = {r.name for r in candidate.dependencies if r.name in resolved}
-        needs[name] = deps
-        for dep in deps:
-            dependents[dep].append(name)
-    waiting = {name: len(deps) for name, deps in needs.items()}
-    ready = [name for name, count in waiting.items() if count == 0]
-    heapq.heapify(ready)
-    order: list[str] = []
-    while ready:
-        name = heapq.heappop(ready)
-        order.append(name)
-        for dependent in dependents[name]:
-            waiting[dependent] -= 1
-            if waiting[dependent] == 0:
-                heapq.heappush(ready, dependent)
-    if len(order) < len(resolved):
-        raise _cycle_error(needs, {name for name, count in waiting.items() if count > 0})
-    return order
+    """Names with dependencies before dependents; among names that are ready, alphabetical
+    (`extensions.graph.dependency_order`). Dependencies on names outside ``resolved`` are ignored.
+    A cycle raises ``ResolutionError`` naming it: ``a -> b -> a`` (a requires b, b requires a)."""
+    try:
+        return dependency_order({name: [r.name for r in c.dependencies] for name, c in resolved.items()})
+    except DependencyCycleError as exc:
+        raise _cycle_error(exc.cycle) from None
 
 
-def _cycle_error(needs: Mapping[str, set[str]], left: set[str]) -> ResolutionError:
-    # Every name left waits for another name left, so following the (alphabetically first) wait
-    # from the first name left must come back to a name already on the walk.
-    walk: list[str] = []
-    position: dict[str, int] = {}
-    name = min(left)
-    while name not in position:
-        position[name] = len(walk)
-        walk.append(name)
-        name = min(n for n in needs[name] if n in left)
-    cycle = [*walk[position[name] :], name]
+def _cycle_error(cycle: list[str]) -> ResolutionError:
     text = " -> ".join(cycle)
     message = (
         f"the resolved extensions depend on each other in a cycle: {text}; "

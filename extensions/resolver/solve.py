@@ -14,9 +14,8 @@ from extensions.resolver.describe import shown_requirement
 from extensions.resolver.explain import check_known_names, explain
 from extensions.resolver.model import Candidate, Catalogue, Resolution, install_order
 from extensions.resolver.provider import FAST_PATH_WORK, GaveUp, backtrack
-from extensions.resolver.universe import TooManyExtensions, Universe, runtime_ok_for
-from extensions.versions import Requirement, parse_requirement, parse_version
-from extensions.versions import Version as SemVer
+from extensions.resolver.universe import TooManyExtensions, Universe
+from extensions.versions import Requirement, SemVer, parse_requirement, parse_version, runs_on
 
 MAX_EXTENSIONS = 1000
 
@@ -228,7 +227,7 @@ def _locked_ignored(
         index = info.index.get(version)
         if index is None:
             reason = f"{name} {version} does not exist (any more)"
-        elif not runtime_ok_for(info.candidates[index], universe.runtime):
+        elif not runs_on(info.candidates[index].provisioning_version, universe.runtime):
             why = universe.why_skipped(info.candidates[index])
             reason = f"{name} {version} {why[1] if why else 'does not suit the runtime'}"
         else:

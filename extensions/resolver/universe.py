@@ -11,8 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from extensions.resolver.budget import Budget
 from extensions.resolver.describe import shown_constraint
 from extensions.resolver.model import Candidate, Catalogue
-from extensions.versions import Constraint, Requirement
-from extensions.versions import Version as SemVer
+from extensions.versions import Constraint, Requirement, SemVer, runs_on
 
 
 class TooManyExtensions(Exception):
@@ -37,7 +36,7 @@ class NameInfo:
         runtime_ok = 0
         yanked = 0
         for i, candidate in enumerate(self.candidates):
-            if runtime_ok_for(candidate, runtime):
+            if runs_on(candidate.provisioning_version, runtime):
                 runtime_ok |= 1 << i
             if candidate.yanked:
                 yanked |= 1 << i
@@ -66,13 +65,6 @@ class NameInfo:
                 found.insert(0, locked)
             self.lists[mask] = found
         return found
-
-
-def runtime_ok_for(candidate: Candidate, runtime: SemVer | None) -> bool:
-    """Whether ``candidate`` may run on ``runtime`` (its ``provisioning_version`` admits it,
-    pre-release runtimes included)."""
-    pv = candidate.provisioning_version
-    return runtime is None or pv is None or pv.contains(runtime, include_prereleases=True)
 
 
 class Universe:
@@ -137,7 +129,7 @@ class Universe:
     def why_skipped(self, candidate: Candidate, requirements: Sequence[Requirement] = ()) -> tuple[str, str] | None:
         """Why a rule keeps ``candidate`` out although the constraints (pre-releases aside) admit it,
         as ``(rule, text)`` with rule ``runtime``, ``yanked`` or ``prerelease``; None if no rule does."""
-        if not runtime_ok_for(candidate, self.runtime):
+        if not runs_on(candidate.provisioning_version, self.runtime):
             pv = candidate.provisioning_version
             assert pv is not None
             return "runtime", f"needs provisioning {shown_constraint(pv)}, the runtime is {self.runtime}"
