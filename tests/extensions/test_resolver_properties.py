@@ -127,7 +127,7 @@ def diamonds(draw: st.DrawFn) -> Problem:
     return Problem(catalogue, roots, None, draw(st.booleans()), locked)
 
 
-def _solve(problem: Problem) -> tuple[dict[str, Candidate] | None, ResolutionError | None]:
+def _solve(problem: Problem, **extra: int) -> tuple[dict[str, Candidate] | None, ResolutionError | None]:
     catalogue = MemoryCatalogue(c for found in problem.catalogue.values() for c in found)
     try:
         result = resolve(
@@ -136,6 +136,7 @@ def _solve(problem: Problem) -> tuple[dict[str, Candidate] | None, ResolutionErr
             runtime_version=problem.runtime,
             include_prereleases=problem.include_prereleases,
             locked=problem.locked,
+            **extra,
         )
     except ResolutionError as exc:
         return None, exc
@@ -290,20 +291,12 @@ def test_describe_constraint_is_equivalent_to_the_constraint(text: str) -> None:
 def test_the_complete_solver_alone_honours_every_rule_and_its_preference(problem: Problem) -> None:
     # Without the fast path: the answer is valid under every rule (yanked, pre-releases, runtime,
     # locks), and it is the newest in breadth-first order from the roots, the locked version first.
-    catalogue = MemoryCatalogue(c for found in problem.catalogue.values() for c in found)
     options = {"runtime": problem.runtime, "include_prereleases": problem.include_prereleases, "locked": problem.locked}
     expected = newest_in_breadth_first_order(problem.roots, problem.catalogue, **options)
-    try:
-        result = resolve(
-            problem.roots,
-            catalogue,
-            runtime_version=problem.runtime,
-            include_prereleases=problem.include_prereleases,
-            locked=problem.locked,
-            fast_path_work=0,
-        )
-    except ResolutionError as exc:
-        assert expected is None, f"said {exc.message!r}, but {expected} works"
+    resolved, error = _solve(problem, fast_path_work=0)
+    if error is not None:
+        assert expected is None, f"said {error.message!r}, but {expected} works"
         return
-    assert violations(problem.roots, result.resolved, **options) == []
-    assert {n: c.version for n, c in result.resolved.items()} == expected
+    assert resolved is not None
+    assert violations(problem.roots, resolved, **options) == []
+    assert {n: c.version for n, c in resolved.items()} == expected
