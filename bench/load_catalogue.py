@@ -2,17 +2,27 @@
 (a benchmark fixture: 3,000 versions through the build pipeline would take far longer than the
 figures it serves), with each extension's index document rendered as publishing renders it.
 
-    REGISTRY_DATA_DIR=DIR python -m bench.load_catalogue
+    REGISTRY_DATA_DIR=DIR python -m bench.load_catalogue [--records FILE.json]
+
+``--records`` loads other records of the same shape (a JSON list of ``{"name", "version",
+"dependencies": {name: constraint}}``) instead, such as the generated catalogues and the
+pathological graphs of the resolver's live tests.
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
+import json
 import os
 import sys
+from pathlib import Path
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.load_catalogue")
+    parser.add_argument("--records", help="a JSON file of version records (default: bench/catalogue.py's)")
+    args = parser.parse_args(argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "registry.settings")
     import django
 
@@ -29,7 +39,7 @@ def main() -> int:
 
     call_command("migrate", verbosity=0)
     user, _ = get_user_model().objects.get_or_create(username="bench")
-    records = generate_catalogue()
+    records = json.loads(Path(args.records).read_text(encoding="utf-8")) if args.records else generate_catalogue()
     by_name: dict[str, list[dict[str, object]]] = {}
     for record in records:
         by_name.setdefault(str(record["name"]), []).append(record)

@@ -144,3 +144,10 @@ class ResolutionError(ExtensionError):
     """Dependency resolution failed; ``details`` explains which requirements conflict."""
 
     code = "resolution_failed"
+
+
+class ResolutionTooComplex(ResolutionError):
+    """A resolution ran out of its budget (time or work) before it could decide (``too_complex``);
+    ``details[0]`` says what was tried."""
+
+    code = "too_complex"

@@ -478,7 +478,7 @@ class Constraint:
     are, which is the case for every equivalent spelling of the same comparators.
     """
 
-    __slots__ = ("_compiled", "_groups", "_hash", "_satisfiable", "_text")
+    __slots__ = ("_compiled", "_groups", "_hash", "_satisfiable", "_text", "_written")
 
     ANY: ClassVar[Constraint]
 
@@ -487,6 +487,7 @@ class Constraint:
     _text: str
     _hash: int
     _satisfiable: bool | None
+    _written: str
 
     def __init__(self, groups: Iterable[Iterable[Comparator]] = ((),)) -> None:
         normal: set[tuple[Comparator, ...]] = set()
@@ -502,6 +503,7 @@ class Constraint:
         setattr_(self, "_text", text)
         setattr_(self, "_hash", hash(("Constraint", text)))
         setattr_(self, "_satisfiable", None)
+        setattr_(self, "_written", text)
 
     @classmethod
     def parse(cls, text: str, *, check_satisfiable: bool = True) -> Constraint:
@@ -590,6 +592,13 @@ class Constraint:
         return any(c.names_prerelease for g in self._groups for c in g)
 
     @property
+    def written(self) -> str:
+        """The constraint as its author wrote it (``^1.7``; runs of spaces collapsed), for showing to
+        people; ``str()`` is the normal form (``>=1.7.0, <2.0.0-0``). A constraint built from
+        comparators rather than parsed is written in its normal form. Not part of equality."""
+        return self._written
+
+    @property
     def is_any(self) -> bool:
         """Whether this is ``*`` (every release matches)."""
         return self._groups == ((),)
@@ -673,7 +682,9 @@ def _parse_constraint(text: str) -> Constraint:
         if not branch.strip():
             _fail(text, text, "an alternative around '||' is empty")
         groups.append(_parse_branch(text, branch))
-    return Constraint(groups)
+    constraint = Constraint(groups)
+    object.__setattr__(constraint, "_written", " ".join(text.split()))
+    return constraint
 
 
 def _parse_branch(text: str, branch: str) -> list[Comparator]:

@@ -57,6 +57,20 @@ def env_int(name: str, default: int, *, minimum: int = 0) -> int:
     return number
 
 
+def env_seconds(name: str, default: float, *, minimum: float = 0.0, maximum: float = 86400.0) -> float:
+    """A duration in seconds, fractions allowed (``2``, ``0.5``)."""
+    value = _raw(name)
+    if value is None or value == "":
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r} is not a number of seconds (such as 2 or 0.5)") from None
+    if not minimum <= number <= maximum:  # also refuses nan
+        raise ImproperlyConfigured(f"{name}={value} is out of range: use {minimum:g} to {maximum:g} seconds")
+    return number
+
+
 def env_size(name: str, default: int) -> int:
     """A byte size: ``52428800``, ``50MiB``, ``64KiB``, ``1GB``."""
     value = _raw(name)

@@ -23,6 +23,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "invalid_manifest": 422,
     "unknown_dependency": 422,
     "resolution_failed": 422,
+    "too_complex": 422,
     "rate_limited": 429,
     "internal_error": 500,
     "storage_unavailable": 503,

@@ -8,10 +8,12 @@ once and a publish, yank or unyank in any process is seen by the next request in
 
 from __future__ import annotations
 
+import socket
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from django.conf import settings
 from django.urls import reverse
 
 from extensions.errors import ExtensionError
@@ -91,14 +93,36 @@ def resolution_data(resolution: Resolution, base_url: str) -> dict[str, Any]:
     }
 
 
+def client_gone_probe(environ: Mapping[str, Any]) -> Callable[[], bool] | None:
+    """Under gunicorn, a check that the client has closed its connection (a non-blocking peek at
+    the socket gunicorn puts in the WSGI environ: end of stream or a reset means gone); None where
+    there is no socket (the test client, other servers)."""
+    sock = environ.get("gunicorn.socket")
+    if not isinstance(sock, socket.socket):
+        return None
+
+    def gone() -> bool:
+        try:
+            return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except BlockingIOError:
+            return False  # connected, nothing sent: the client is waiting
+        except OSError:
+            return True  # reset, or the socket was closed
+
+    return gone
+
+
 def resolve_requirements(
     *,
     requirements: Sequence[str],
     runtime_version: str | None,
     include_prereleases: bool,
     locked: Mapping[str, str] | None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> Resolution:
-    """Resolve against the registry's catalogue (ResolutionError, 422, when impossible)."""
+    """Resolve against the registry's catalogue within REGISTRY_RESOLVE_TIMEOUT (ResolutionError,
+    422, when impossible; ResolutionTooComplex, 422 too_complex, past the bound or once
+    ``cancelled()`` says the client has gone)."""
     if len(requirements) > MAX_REQUIREMENTS:
         raise BadRequest(f"too many requirements: {len(requirements)}; at most {MAX_REQUIREMENTS} at once")
     return resolve(
@@ -107,6 +131,8 @@ def resolve_requirements(
         runtime_version=runtime_version,
         include_prereleases=include_prereleases,
         locked=locked,
+        timeout=settings.REGISTRY_RESOLVE_TIMEOUT,
+        cancelled=cancelled,
     )
 
 
@@ -151,14 +177,24 @@ def _version_requirement(extension: str, version: str | None) -> str:
 
 
 def install_plan(
-    *, kind: str, name: str, version: str | None, runtime_version: str | None, base_url: str
+    *,
+    kind: str,
+    name: str,
+    version: str | None,
+    runtime_version: str | None,
+    base_url: str,
+    cancelled: Callable[[], bool] | None = None,
 ) -> dict[str, Any]:
     """What installing a taskserv (or cluster, provider) takes: the resolved set in install order
     with download URLs and digests, and what each needs from the host."""
     extension = _extension_for(kind, name)
     requirement = _version_requirement(extension, version)
     resolution = resolve_requirements(
-        requirements=[requirement], runtime_version=runtime_version, include_prereleases=False, locked=None
+        requirements=[requirement],
+        runtime_version=runtime_version,
+        include_prereleases=False,
+        locked=None,
+        cancelled=cancelled,
     )
     manifests = _manifests(resolution)
     entries = []

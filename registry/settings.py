@@ -14,6 +14,7 @@ from registry.env import (
     env_int,
     env_list,
     env_rate,
+    env_seconds,
     env_size,
     env_str,
     env_url,
@@ -216,6 +217,8 @@ REGISTRY_RATE_PUBLISH = env_rate("REGISTRY_RATE_PUBLISH", "60/minute")
 REGISTRY_RATE_AUTH_FAILURE = env_rate("REGISTRY_RATE_AUTH_FAILURE", "20/minute")
 REGISTRY_RATE_WRITE = env_rate("REGISTRY_RATE_WRITE", "600/minute")
 REGISTRY_RATE_RESOLVE = env_rate("REGISTRY_RATE_RESOLVE", "1200/minute")
+# Seconds one resolution may take (resolve API, install plans); past it: 422 too_complex.
+REGISTRY_RESOLVE_TIMEOUT = env_seconds("REGISTRY_RESOLVE_TIMEOUT", 2.0, minimum=0.05, maximum=60.0)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],

@@ -76,7 +76,9 @@ class ResolveApi(ApiView):
         request=ResolveInput,
         responses={
             200: OpenApiResponse(description="resolved set and install order"),
-            422: OpenApiResponse(description="resolution_failed, explained in details"),
+            422: OpenApiResponse(
+                description="resolution_failed, explained in details; too_complex past REGISTRY_RESOLVE_TIMEOUT"
+            ),
         },
         tags=["resolve"],
     )
@@ -87,6 +89,7 @@ class ResolveApi(ApiView):
             runtime_version=data.get("runtime_version"),
             include_prereleases=data["include_prereleases"],
             locked=data.get("locked") or None,
+            cancelled=resolution.client_gone_probe(request.META),
         )
         return ok(resolution.resolution_data(result, base_url(request)))
 
@@ -123,5 +126,6 @@ class InstallPlanApi(ApiView):
             version=data.get("version") or None,
             runtime_version=data.get("runtime_version"),
             base_url=base_url(request),
+            cancelled=resolution.client_gone_probe(request.META),
         )
         return ok(plan)

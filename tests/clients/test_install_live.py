@@ -153,7 +153,7 @@ def test_an_explicit_request_is_kept_a_later_create_conflicting_with_it_installs
     conflict = create(capsys, examples_registry.url, home, infra, "kubernetes")
     assert conflict.code == 1
     assert conflict.err.splitlines()[0] == (
-        "error: cannot resolve kubernetes, containerd ^2.0: you asked for containerd ^2.0; kubernetes 1.29.1 and "
+        "error: cannot resolve kubernetes, containerd ^2: you asked for containerd ^2; kubernetes 1.29.1 and "
         "1.28.6 require containerd ^1.7; no version of containerd satisfies all of these (available: 1.7.13, 2.0.2) "
         f"({lock} keeps the earlier requests containerd ^2: to change one, create it again with another --version); "
         f"nothing was installed into {infra}"
@@ -323,10 +323,10 @@ def test_a_resolution_failure_prints_the_explanation_and_installs_nothing(
                     "--version", "1.15.1")  # fmt: skip
     assert result.code == 1
     assert result.err.splitlines() == [
-        "error: cannot resolve cilium =1.15.1: cilium 1.15.1 requires kubernetes >=1.29, but no version of kubernetes "
+        "error: cannot resolve cilium 1.15.1: cilium 1.15.1 requires kubernetes >=1.29, but no version of kubernetes "
         "matches (available: 1.28.6, 1.29.1; skipped: 1.29.1 (needs provisioning >=1.2, the runtime is 1.0.0)); "
         f"nothing was installed into {infra}",
-        "  - you asked for cilium =1.15.1 -> cilium 1.15.1 -> kubernetes >=1.29",  # the chain; the rest is said
+        "  - you asked for cilium 1.15.1 -> cilium 1.15.1 -> kubernetes >=1.29",  # the chain; the rest is said
     ]
     assert not infra.exists()
     json_result = create(capsys, examples_registry.url, tmp_path / "home", infra, "cilium", "--runtime-version",
@@ -340,7 +340,7 @@ def test_a_resolution_failure_is_said_once(capsys: Capsys, examples_registry: Li
     result = create(capsys, examples_registry.url, tmp_path / "home", infra, "kubernetes", "--version", "9")
     assert result.code == 1
     assert result.err == (
-        "error: cannot resolve kubernetes ^9.0: you asked for kubernetes ^9.0, but no version of kubernetes matches "
+        "error: cannot resolve kubernetes 9: you asked for kubernetes 9, but no version of kubernetes matches "
         f"(available: 1.28.6, 1.29.1); nothing was installed into {infra}\n"
     )
 

@@ -84,3 +84,106 @@ def solutions(
         seen.add(key)
         if not violations(roots, solution, runtime=runtime, include_prereleases=include_prereleases, locked=locked):
             yield solution
+
+
+def _usable(
+    candidate: Candidate,
+    roots: Sequence[Requirement],
+    *,
+    runtime: Version | None,
+    locked: Mapping[str, Version],
+) -> bool:
+    """The rules on one candidate alone: runtime compatibility, and yanked only if pinned or locked."""
+    pv = candidate.provisioning_version
+    if runtime is not None and pv is not None and not pv.contains(runtime, include_prereleases=True):
+        return False
+    if candidate.yanked and locked.get(candidate.name) != candidate.version:
+        return any(r.name == candidate.name and r.constraint.exact == candidate.version for r in roots)
+    return True
+
+
+def search(
+    roots: Sequence[Requirement],
+    catalogue: Mapping[str, Sequence[Candidate]],
+    *,
+    runtime: Version | None = None,
+    include_prereleases: bool = False,
+    locked: Mapping[str, Version] | None = None,
+    fixed: Mapping[str, Version] | None = None,
+) -> dict[str, Candidate] | None:
+    """An exact oracle for catalogues too big to enumerate: a depth-first search over the names the
+    answer needs, each tried at every version that fits what is already chosen; some valid answer
+    (with ``fixed`` names at those versions), or None when none exists."""
+    locked = locked or {}
+    fixed = fixed or {}
+
+    def fits(candidate: Candidate, chosen: Mapping[str, Candidate], pending: Sequence[Requirement]) -> bool:
+        if candidate.name in fixed and candidate.version != fixed[candidate.name]:
+            return False
+        if not _usable(candidate, roots, runtime=runtime, locked=locked):
+            return False
+        for requirement in pending:
+            if requirement.name == candidate.name and not requirement.constraint.contains(
+                candidate.version, include_prereleases=include_prereleases
+            ):
+                return False
+        for requirement in candidate.dependencies:  # what it needs of names already chosen
+            other = chosen.get(requirement.name)
+            if other is not None and not requirement.constraint.contains(
+                other.version, include_prereleases=include_prereleases
+            ):
+                return False
+        return True
+
+    def step(chosen: dict[str, Candidate], pending: list[Requirement]) -> dict[str, Candidate] | None:
+        open_names = [r.name for r in pending if r.name not in chosen]
+        if not open_names:
+            return dict(chosen)
+        name = open_names[0]
+        for candidate in catalogue.get(name, ()):
+            if fits(candidate, chosen, pending):
+                chosen[name] = candidate
+                found = step(chosen, [*pending, *candidate.dependencies])
+                del chosen[name]
+                if found is not None:
+                    return found
+        return None
+
+    found = step({}, list(roots))
+    if found is not None:
+        assert not violations(roots, found, runtime=runtime, include_prereleases=include_prereleases, locked=locked)
+    return found
+
+
+def newest_in_breadth_first_order(
+    roots: Sequence[Requirement],
+    catalogue: Mapping[str, Sequence[Candidate]],
+    *,
+    runtime: Version | None = None,
+    include_prereleases: bool = False,
+    locked: Mapping[str, Version] | None = None,
+) -> dict[str, Version] | None:
+    """The answer the complete solver promises (extensions.resolver.complete), by its definition:
+    names fixed in breadth-first order from the roots, each to its first version (the locked one,
+    then newest first) with which some answer still exists. None when no answer exists."""
+    locked = locked or {}
+    if search(roots, catalogue, runtime=runtime, include_prereleases=include_prereleases, locked=locked) is None:
+        return None
+    fixed: dict[str, Version] = {}
+    queue = [r.name for r in roots]
+    while queue:
+        name = queue.pop(0)
+        if name in fixed:
+            continue
+        ordered = sorted(catalogue.get(name, ()), key=lambda c: c.version, reverse=True)
+        ordered.sort(key=lambda c: c.version != locked.get(name))
+        for candidate in ordered:
+            trial = {**fixed, name: candidate.version}
+            found = search(
+                roots, catalogue, runtime=runtime, include_prereleases=include_prereleases, locked=locked, fixed=trial
+            )
+            if found is not None and name in found:
+                fixed[name] = candidate.version
+                queue.extend(r.name for r in candidate.dependencies)
+                break
+    return fixed

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from extensions.errors import ResolutionError
 from extensions.resolver import Candidate, MemoryCatalogue, describe_constraint, install_order, resolve
 from extensions.versions import Constraint, Requirement, Version
-from tests.extensions.brute_resolver import solutions, violations
+from tests.extensions.brute_resolver import newest_in_breadth_first_order, solutions, violations
 
 SETTINGS = settings(max_examples=300, deadline=None)
 
@@ -127,7 +127,7 @@ def diamonds(draw: st.DrawFn) -> Problem:
     return Problem(catalogue, roots, None, draw(st.booleans()), locked)
 
 
-def _solve(problem: Problem) -> tuple[dict[str, Candidate] | None, ResolutionError | None]:
+def _solve(problem: Problem, **extra: int) -> tuple[dict[str, Candidate] | None, ResolutionError | None]:
     catalogue = MemoryCatalogue(c for found in problem.catalogue.values() for c in found)
     try:
         result = resolve(
@@ -136,6 +136,7 @@ def _solve(problem: Problem) -> tuple[dict[str, Candidate] | None, ResolutionErr
             runtime_version=problem.runtime,
             include_prereleases=problem.include_prereleases,
             locked=problem.locked,
+            **extra,
         )
     except ResolutionError as exc:
         return None, exc
@@ -159,7 +160,7 @@ def _check_against_brute_force(problem: Problem) -> None:
     found = _brute(problem)
     if error is not None:
         reasons = {d["reason"] for d in error.details}
-        assert reasons <= {"conflict", "no_matching_version", "unknown"}, error.details
+        assert reasons <= {"conflict", "no_matching_version", "unknown", "excluded"}, error.details
         assert found == [], f"the resolver said {error.message!r}, but {found[0]} works"
         return
     assert resolved is not None
@@ -283,3 +284,19 @@ def test_install_order_puts_dependencies_first_and_breaks_ties_by_name(graph: di
 def test_describe_constraint_is_equivalent_to_the_constraint(text: str) -> None:
     constraint = Constraint.parse(text)
     assert Constraint.parse(describe_constraint(constraint)) == constraint
+
+
+@SETTINGS
+@given(problems())
+def test_the_complete_solver_alone_honours_every_rule_and_its_preference(problem: Problem) -> None:
+    # Without the fast path: the answer is valid under every rule (yanked, pre-releases, runtime,
+    # locks), and it is the newest in breadth-first order from the roots, the locked version first.
+    options = {"runtime": problem.runtime, "include_prereleases": problem.include_prereleases, "locked": problem.locked}
+    expected = newest_in_breadth_first_order(problem.roots, problem.catalogue, **options)
+    resolved, error = _solve(problem, fast_path_work=0)
+    if error is not None:
+        assert expected is None, f"said {error.message!r}, but {expected} works"
+        return
+    assert resolved is not None
+    assert violations(problem.roots, resolved, **options) == []
+    assert {n: c.version for n, c in resolved.items()} == expected

@@ -51,6 +51,9 @@ def test_a_database_url_error_never_shows_the_password(tmp_path: Path) -> None:
         ("REGISTRY_RATE_PUBLISH", "lots", "is not a rate"),
         ("REGISTRY_STORAGE", "ftp", "use one of files, s3"),
         ("DJANGO_DEBUG", "maybe", "is not a boolean"),
+        ("REGISTRY_RESOLVE_TIMEOUT", "soon", "is not a number of seconds"),
+        ("REGISTRY_RESOLVE_TIMEOUT", "0", "use 0.05 to 60 seconds"),
+        ("REGISTRY_RESOLVE_TIMEOUT", "nan", "use 0.05 to 60 seconds"),
     ],
 )
 def test_bad_values_stop_start_up(tmp_path: Path, name: str, value: str, needle: str) -> None:
