@@ -30,12 +30,13 @@ from builds.lifecycle import mark_succeeded
 from builds.models import Build
 from builds.steplog import StepLog
 from extensions import checks, sandbox, sandboxed_steps
-from extensions.archive import Limits, PackageInfo
-from extensions.manifest import Manifest, ManifestLimits
+from extensions.archive import PackageInfo
+from extensions.manifest import Manifest
 from extensions.sandbox import SandboxLimits
 from registry import services as catalog
 from registry import storage
 from registry.errors import RegistryError
+from registry.package_limits import archive_limits
 from registry.tokens import Actor
 
 log = logging.getLogger(__name__)
@@ -44,32 +45,8 @@ _COMMIT_MARGIN_SECONDS = 30
 _MAX_LOGGED_CHECKS = 50  # each failed or skipped check is a log line, up to this many
 
 
-def manifest_limits() -> ManifestLimits:
-    return ManifestLimits(
-        max_provides=settings.REGISTRY_MAX_PROVIDES,
-        max_dependencies=settings.REGISTRY_MAX_DEPENDENCIES,
-        max_system_packages=settings.REGISTRY_MAX_SYSTEM_PACKAGES,
-        max_env_vars=settings.REGISTRY_MAX_ENV_VARS,
-        max_build_patterns=settings.REGISTRY_MAX_BUILD_PATTERNS,
-        max_pattern_length=settings.REGISTRY_MAX_BUILD_PATTERN_LENGTH,
-        max_pattern_wildcards=settings.REGISTRY_MAX_BUILD_PATTERN_WILDCARDS,
-    )
-
-
-def limits() -> Limits:
-    return Limits(
-        max_package_bytes=settings.REGISTRY_MAX_PACKAGE_BYTES,
-        max_unpacked_bytes=settings.REGISTRY_MAX_UNPACKED_BYTES,
-        max_members=settings.REGISTRY_MAX_MEMBERS,
-        max_path_bytes=settings.REGISTRY_MAX_PATH_BYTES,
-        max_depth=settings.REGISTRY_MAX_DEPTH,
-        max_manifest_bytes=settings.REGISTRY_MAX_MANIFEST_BYTES,
-        manifest=manifest_limits(),
-    )
-
-
 def sandbox_limits() -> SandboxLimits:
-    archive = limits()
+    archive = archive_limits()
     return SandboxLimits(
         cpu_seconds=settings.REGISTRY_SANDBOX_CPU_SECONDS,
         memory_bytes=settings.REGISTRY_SANDBOX_MEMORY,
@@ -201,7 +178,7 @@ def _unpack(build: Build, upload: Path, workdir: Path, sandboxed: _Sandboxed) ->
         "kind": "source" if build.kind == Build.Kind.SOURCE else "package",
         "upload": str(upload),
         "workdir": str(workdir),
-        "limits": sandboxed_steps.limits_to_dict(limits()),
+        "limits": sandboxed_steps.limits_to_dict(archive_limits()),
     }
     try:
         value = sandboxed.run("extensions.sandboxed_steps.unpack", kwargs)

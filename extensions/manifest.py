@@ -85,7 +85,7 @@ class ManifestLimits:
     max_env_vars: int = 64  # required_env and optional_env together
     max_build_patterns: int = 32  # [build] include and exclude together
     max_pattern_length: int = 256  # characters of one [build] pattern
-    max_pattern_wildcards: int = 16  # '*', '?' and '[...]' in one [build] pattern
+    max_pattern_wildcards: int = 8  # '*', '?' and '[...]' in one [build] pattern
     max_authors: int = 32
     max_categories: int = 16
     max_compatibility_keys: int = 32

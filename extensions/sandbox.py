@@ -202,7 +202,10 @@ class Progress:
 
         def limit() -> None:
             _, hard = resource.getrlimit(resource.RLIMIT_CPU)
-            resource.setrlimit(resource.RLIMIT_CPU, (budget, hard if hard != resource.RLIM_INFINITY else budget + 1))
+            if hard == resource.RLIM_INFINITY:
+                resource.setrlimit(resource.RLIMIT_CPU, (budget, budget + 1))
+            else:
+                resource.setrlimit(resource.RLIMIT_CPU, (min(budget, hard), hard))
 
         return limit
 
@@ -242,7 +245,7 @@ def _confine(limits: SandboxLimits) -> bool:
         signal.signal(sig, signal.SIG_DFL)
     isolated = _isolate_network() if limits.isolate_network else False
     total_cpu = math.ceil(limits.wall_seconds) + 1  # a hard cap: the soft limit moves per step
-    resource.setrlimit(resource.RLIMIT_CPU, (math.ceil(limits.cpu_seconds), total_cpu))
+    resource.setrlimit(resource.RLIMIT_CPU, (min(math.ceil(limits.cpu_seconds), total_cpu), total_cpu))
     resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
@@ -253,9 +256,10 @@ def _confine(limits: SandboxLimits) -> bool:
 def _child_main(conn: _Channel, target: str, kwargs: dict[str, Any], limits: SandboxLimits) -> None:
     """The child's entry point (runs in the child the zygote forked)."""
     reserve = bytearray(_RESERVE_BYTES)
-    isolated = _confine(limits)
+    isolated = False
     progress = Progress(conn, limits)
     try:
+        isolated = _confine(limits)
         module_name, _, func_name = target.rpartition(".")
         func = getattr(sys.modules.get(module_name) or __import__(module_name, fromlist=[func_name]), func_name)
         value = func(progress=progress, **kwargs)
@@ -632,7 +636,7 @@ def run_sandboxed(
         raise _AuthorError(final)
     if kind == "crash":
         raise SandboxCrash(
-            f"the sandboxed {_what(current)} failed on the registry's side: {final.get('error', '')}",
+            f"the sandbox failed on the registry's side during {_what(current)}: {final.get('error', '')}",
             details=str(final.get("traceback", "")),
         )
     return SandboxResult(

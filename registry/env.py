@@ -71,8 +71,8 @@ def env_seconds(name: str, default: float, *, minimum: float = 0.0, maximum: flo
     return number
 
 
-def env_size(name: str, default: int) -> int:
-    """A byte size: ``52428800``, ``50MiB``, ``64KiB``, ``1GB``."""
+def env_size(name: str, default: int, *, minimum: int = 1) -> int:
+    """A byte size: ``52428800``, ``50MiB``, ``64KiB``, ``1GB``; at least ``minimum``."""
     value = _raw(name)
     if value is None or value == "":
         return default
@@ -83,6 +83,8 @@ def env_size(name: str, default: int) -> int:
     size = int(match.group(1)) * _SIZE_UNITS[unit]
     if size <= 0:
         raise ImproperlyConfigured(f"{name}={value!r} must be greater than zero")
+    if size < minimum:
+        raise ImproperlyConfigured(f"{name}={value!r} is too small: it must be at least {minimum} bytes")
     return size
 
 

@@ -39,6 +39,15 @@ from registry.models import Dependency, Extension, Ownership, Provide, Version
 
 SEMVER_HINT = "use MAJOR.MINOR.PATCH as in SemVer 2.0.0 (e.g. 1.28.0, 2.0.0-rc.1)"
 
+#: A version's large columns (up to the manifest limit, the README limit and MANIFEST.json's
+#: 10,000 entries): listings and lookups never load them; a page that shows one reads it for the
+#: one row it shows. Whatever was published, a read of many rows stays cheap.
+VERSION_LARGE_FIELDS = ("manifest", "manifest_text", "readme_html", "files")
+
+
+def _deferred(prefix: str, *, keep: tuple[str, ...] = ()) -> list[str]:
+    return [f"{prefix}{field}" for field in VERSION_LARGE_FIELDS if field not in keep]
+
 
 def semver_key(text: str) -> SemVer:
     return SemVer.parse(text)
@@ -78,14 +87,18 @@ def canonical_version(text: str) -> str:
 # --- one extension, one version --------------------------------------------------------------------
 
 
-def extension_get(*, name: str) -> Extension:
-    """An extension with its latest version, owners and versions loaded (for the detail views)."""
+def extension_get(*, name: str, with_readme: bool = False) -> Extension:
+    """An extension with its latest version, owners and versions loaded (for the detail views);
+    the versions without their large columns (`VERSION_LARGE_FIELDS`), the latest one with its
+    manifest (and its README ``with_readme``)."""
     check_name(name)
     extension = (
         Extension.objects.select_related("latest_version")
+        # the latest version's manifest describes the extension; its README only the page shows
+        .defer(*_deferred("latest_version__", keep=("manifest", "readme_html") if with_readme else ("manifest",)))
         .prefetch_related(
             Prefetch("ownerships__user"),
-            Prefetch("versions", queryset=Version.objects.order_by("id")),
+            Prefetch("versions", queryset=Version.objects.defer(*VERSION_LARGE_FIELDS).order_by("id")),
         )
         .filter(name=name)
         .first()
@@ -162,7 +175,9 @@ def extension_search(
     ``keyword`` filter exactly. Extensions whose versions are all yanked are still listed (their
     latest version is None) so that people who look for them find out why they cannot install
     them. Items are ``(extension, display_version)`` pairs."""
-    query: QuerySet[Extension] = Extension.objects.select_related("latest_version")
+    query: QuerySet[Extension] = Extension.objects.select_related("latest_version").defer(
+        *_deferred("latest_version__", keep=("manifest",))  # a result shows authors, repository, tags
+    )
     if type:
         query = query.filter(type=type)
     if keyword:
@@ -194,7 +209,7 @@ def with_display_versions(extensions: list[Extension]) -> list[tuple[Extension, 
     newest: dict[int, Version] = {}
     if orphans:
         by_extension: dict[int, list[Version]] = {}
-        for v in Version.objects.filter(extension_id__in=orphans):
+        for v in Version.objects.filter(extension_id__in=orphans).defer(*_deferred("", keep=("manifest",))):
             by_extension.setdefault(v.extension_id, []).append(v)
         newest = {pk: sort_versions(vs)[0] for pk, vs in by_extension.items()}
     return [(e, e.latest_version or newest.get(e.pk)) for e in extensions]
@@ -213,12 +228,17 @@ def extension_dependents(*, name: str, limit: int = 20, offset: int = 0) -> Page
         Extension.objects.filter(versions__dependencies__extension=target)
         .distinct()
         .select_related("latest_version")
+        .defer(*_deferred("latest_version__"))
         .order_by("name")
     )
     total = dependents.count()
     page = list(dependents[offset : offset + limit]) if offset < total else []
     edges: dict[int, list[tuple[Version, str]]] = {}
-    for dep in Dependency.objects.filter(extension=target, version__extension__in=page).select_related("version"):
+    for dep in (
+        Dependency.objects.filter(extension=target, version__extension__in=page)
+        .select_related("version")
+        .defer(*_deferred("version__"))
+    ):
         edges.setdefault(dep.version.extension_id, []).append((dep.version, dep.constraint))
     items = [(e, sorted(edges.get(e.pk, []), key=lambda vc: semver_key(vc[0].version), reverse=True)) for e in page]
     return Page(items=items, total=total, limit=limit, offset=offset)
@@ -233,6 +253,7 @@ def provided_list(*, kind: str) -> list[Provide]:
     return list(
         Provide.objects.filter(kind=kind, version__extension__latest_version=F("version"))
         .select_related("version__extension")
+        .only("name", "kind", "version__version", "version__extension__name", "version__extension__description")
         .order_by("name", "version__extension__name")
     )
 
@@ -245,6 +266,7 @@ def provider_lookup(*, kind: str, name: str) -> tuple[Extension, Provide | None]
     rows = list(
         Provide.objects.filter(kind=kind, name=name, version__extension__latest_version=F("version"))
         .select_related("version__extension")
+        .only("name", "kind", "version__version", "version__extension__name", "version__extension__downloads")
         .order_by("version__extension__name")
     )
     if rows:
@@ -262,7 +284,11 @@ def provider_lookup(*, kind: str, name: str) -> tuple[Extension, Provide | None]
 def recent_versions(*, limit: int = 10) -> list[Version]:
     """The most recently published versions (yanked ones included), newest first, with their
     extensions loaded."""
-    return list(Version.objects.select_related("extension").order_by("-published_at", "-id")[:limit])
+    return list(
+        Version.objects.select_related("extension")
+        .defer(*VERSION_LARGE_FIELDS)
+        .order_by("-published_at", "-id")[:limit]
+    )
 
 
 def version_dependencies(version: Version) -> list[Dependency]:

@@ -388,7 +388,7 @@ def _extension_etag(request: HttpRequest, name: str, version: str | None = None)
 def extension_page(request: HttpRequest, name: str) -> HttpResponse:
     """One extension: its latest version's metadata and README, every version, its dependencies
     and what depends on it."""
-    extension = selectors.extension_get(name=name)
+    extension = selectors.extension_get(name=name, with_readme=True)
     display = selectors.display_version(extension)
     shown = _version_view(extension, display) if display is not None else None
     dependents = selectors.extension_dependents(name=name, limit=MAX_DEPENDENTS_SHOWN)

@@ -11,15 +11,17 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
 
-from extensions.manifest import manifest_schema
+from extensions.manifest import ManifestLimits, manifest_schema
 from registry.apis.base import AnyAcceptNegotiation, ApiView, request_etag_matches
+from registry.package_limits import manifest_limits
 
 SCHEMA_MEDIA_TYPE = "application/schema+json"
 
 
 @functools.cache
-def _schema_document() -> tuple[bytes, str]:
-    body = json.dumps(manifest_schema(), indent=2, sort_keys=True, ensure_ascii=False).encode("utf-8") + b"\n"
+def _schema_document(limits: ManifestLimits) -> tuple[bytes, str]:
+    """The schema with this registry's bounds on extension.toml's lists (settings)."""
+    body = json.dumps(manifest_schema(limits), indent=2, sort_keys=True, ensure_ascii=False).encode("utf-8") + b"\n"
     return body, f'"{hashlib.sha256(body).hexdigest()}"'
 
 
@@ -42,7 +44,7 @@ class ManifestSchemaApi(ApiView):
         tags=["catalog"],
     )
     def get(self, request: Request) -> HttpResponse:
-        body, etag = _schema_document()
+        body, etag = _schema_document(manifest_limits())
         if request_etag_matches(request, etag):
             response = HttpResponse(status=304)
         else:

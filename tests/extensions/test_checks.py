@@ -386,3 +386,59 @@ def test_a_tool_running_at_the_deadline_is_stopped_and_the_rest_are_not_run(tmp_
     ]
     assert 1.0 <= elapsed < 10  # the tool's timeout was the budget's remainder, not 60 s
     assert _runs(calls) == 1
+
+
+# --- templates that would be bombs if Jinja2 folded their constants ---------------------------------
+
+_BOMBS = [
+    '{{ "a" * 200000000 }}',
+    '{{ "ab" * 1000000000 }}',
+    '{{ "a"|center(1000000000) }}',
+    "{{ [0] * 1000000000 }}",
+    "{{ 2 ** 99999999 }}",
+    '{{ "%s" % ("x" * 100000000) }}',
+    '{% autoescape "a" * 1000000000 %}x{% endautoescape %}',
+    '{{ ("a" ~ "b") * 100000000 }}{{ -(10 ** 10 ** 10) }}',
+    '{{ "a"|upper|center(1000000000)|truncate(5) }}',
+]
+
+
+@pytest.mark.parametrize("template", _BOMBS)
+def test_a_template_is_compiled_without_folding_its_constants(tmp_path: Path, template: str) -> None:
+    import tracemalloc
+
+    _write(tmp_path, "templates/x.j2", template)
+    tracemalloc.start()
+    started = time.process_time()
+    try:
+        report = run_content_checks(tmp_path, kcl=False, nu="")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert report.ok, report.results
+    assert peak < 20 * 1024 * 1024
+    assert time.process_time() - started < 2
+
+
+def test_unknown_filters_and_tests_are_still_refused_without_folding(tmp_path: Path) -> None:
+    _write(tmp_path, "templates/f.j2", "{{ x | no_such_filter(3) }}")
+    _write(tmp_path, "templates/t.j2", "{{ x is no_such_test }}")
+    _write(tmp_path, "templates/ok.j2", "{{ x | default('a') | upper }}{% if x is defined %}y{% endif %}")
+    results = _by_path(run_content_checks(tmp_path, kcl=False, nu=""))
+    assert (
+        results[("jinja2", "templates/f.j2")].message
+        == "invalid Jinja2 template at line 1: No filter named 'no_such_filter'."
+    )
+    assert (
+        results[("jinja2", "templates/t.j2")].message
+        == "invalid Jinja2 template at line 1: No test named 'no_such_test'."
+    )
+    assert results[("jinja2", "templates/ok.j2")].status == "passed"
+
+
+def test_checks_announce_each_file_before_checking_it(tmp_path: Path) -> None:
+    _write(tmp_path, "a.toml", "a = 1\n")
+    _write(tmp_path, "b.json", "{}")
+    seen: list[tuple[str, str]] = []
+    run_content_checks(tmp_path, kcl=False, nu="", on_check=lambda check, path: seen.append((check, path)))
+    assert seen == [("toml", "a.toml"), ("json", "b.json")]

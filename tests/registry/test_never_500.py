@@ -29,7 +29,6 @@ from extensions.archive import build_package
 from extensions.errors import ExtensionError
 from registry.errors import STATUS_BY_CODE
 from registry.models import ApiToken
-from tests.factories import refusal
 
 pytest_plugins = ["tests.factories"]  # imported at run time below, so pytest can rewrite its asserts
 
@@ -785,6 +784,8 @@ def test_the_longest_version_a_package_can_carry_is_stored(env: Env) -> None:
 
 @pytest.mark.parametrize("version", ["3000000000.0.0", "1.2147483648.0", "1.0.99999999999999999999"])
 def test_a_version_number_beyond_an_integer_column_is_an_invalid_manifest(env: Env, version: str) -> None:
+    from tests.factories import refusal
+
     status, error = refusal(publish_text(env, BASE_TEXT.replace('"1.0.0"', toml_str(version))))
     assert status == 422, error
     assert error["code"] == "invalid_manifest"
@@ -819,6 +820,8 @@ def test_constraints_that_expand_beyond_256_characters_are_stored(env: Env) -> N
     ],
 )
 def test_a_nul_character_in_the_manifest_is_an_invalid_manifest(env: Env, old: str, new: str, path: str) -> None:
+    from tests.factories import refusal
+
     status, error = refusal(publish_text(env, BASE_TEXT.replace(old, new)))
     assert status == 422, error
     assert error["code"] == "invalid_manifest"

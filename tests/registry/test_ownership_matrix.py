@@ -31,7 +31,6 @@ from django.test import Client
 from django.utils import timezone
 
 from registry.models import ApiToken, Extension, Version
-from tests.factories import refusal
 
 pytest_plugins = ["tests.factories"]  # imported at run time below, so pytest can rewrite its asserts
 
@@ -301,6 +300,8 @@ def expected_change(endpoint: str, credential: str, before: dict[str, Any], worl
 @pytest.mark.parametrize("credential", CREDENTIALS)
 @pytest.mark.parametrize("endpoint", list(ENDPOINTS))
 def test_write_endpoint_by_credential(client: Client, db: None, tmp_path: Path, endpoint: str, credential: str) -> None:
+    from tests.factories import refusal
+
     spec = ENDPOINTS[endpoint]
     world = make_world(client, tmp_path, spec.other_action)
     if spec.prepare is not None:
@@ -420,7 +421,7 @@ def test_a_new_owner_may_then_publish(world: World) -> None:
 
 
 def test_a_removed_owner_may_no_longer_publish(world: World) -> None:
-    from tests.factories import autocommit_hooks, make_token, package
+    from tests.factories import autocommit_hooks, make_token, package, refusal
 
     assert do_owner_add(world, "owner").status_code == 200
     assert do_owner_remove(world, "owner").status_code == 200
@@ -435,7 +436,7 @@ def test_a_removed_owner_may_no_longer_publish(world: World) -> None:
 
 @pytest.mark.parametrize("name", ["etc-d", "etdc", "etcdd"])
 def test_a_stranger_cannot_claim_a_name_confusable_with_an_owned_one(world: World, name: str) -> None:
-    from tests.factories import autocommit_hooks, package
+    from tests.factories import autocommit_hooks, package, refusal
 
     path = package(world.tmp_path / "typo", name, "1.0.0", provides={"taskservs": [name]})
     with autocommit_hooks(), path.open("rb") as handle:

@@ -17,7 +17,6 @@ from registry import services, storage
 from registry.errors import NameTaken
 from registry.models import Extension, Provide
 from registry.tokens import Actor
-from tests.factories import refusal
 
 pytest_plugins = ["tests.factories"]
 pytestmark = pytest.mark.usefixtures("private_storage")
@@ -95,7 +94,7 @@ def test_two_extensions_providing_one_name_at_once_give_one(tmp_path: Path) -> N
 
 
 def test_an_extension_name_cannot_shadow_another_owners_provided_name(client: Any, db: None, tmp_path: Path) -> None:
-    from tests.factories import make_token, make_user, package, publish
+    from tests.factories import make_token, make_user, package, publish, refusal
 
     bob = make_token(make_user("bob"))
     assert (

@@ -54,6 +54,17 @@ def test_a_database_url_error_never_shows_the_password(tmp_path: Path) -> None:
         ("REGISTRY_RESOLVE_TIMEOUT", "soon", "is not a number of seconds"),
         ("REGISTRY_RESOLVE_TIMEOUT", "0", "use 0.05 to 60 seconds"),
         ("REGISTRY_RESOLVE_TIMEOUT", "nan", "use 0.05 to 60 seconds"),
+        ("REGISTRY_SANDBOX", "docker", "use one of process, off"),
+        ("REGISTRY_SANDBOX_CPU_SECONDS", "0", "must be at least 1"),
+        ("REGISTRY_SANDBOX_README_CPU_SECONDS", "lots", "is not a whole number"),
+        ("REGISTRY_SANDBOX_MEMORY", "64MiB", "must be at least 134217728 bytes"),
+        ("REGISTRY_SANDBOX_WALL_SECONDS", "1", "must be at least 5"),
+        ("REGISTRY_SANDBOX_OUTPUT", "1KiB", "must be at least 65536 bytes"),
+        ("REGISTRY_SANDBOX_OPEN_FILES", "8", "must be at least 32"),
+        ("REGISTRY_SANDBOX_ISOLATE_NETWORK", "perhaps", "is not a boolean"),
+        ("REGISTRY_MAX_PROVIDES", "0", "must be at least 1"),
+        ("REGISTRY_MAX_BUILD_PATTERN_WILDCARDS", "none", "is not a whole number"),
+        ("REGISTRY_HOUSEKEEPING", "sometimes", "is not a boolean"),
     ],
 )
 def test_bad_values_stop_start_up(tmp_path: Path, name: str, value: str, needle: str) -> None:

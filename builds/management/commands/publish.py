@@ -18,7 +18,6 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from builds import services
 from builds.models import Build
-from builds.pipeline import limits
 from extensions.archive import inspect_package, select_files
 from extensions.errors import ExtensionError
 from extensions.graph import DependencyCycleError, dependency_order
@@ -26,6 +25,7 @@ from extensions.manifest import Manifest, load_manifest
 from extensions.versions import SemVer
 from registry.errors import RegistryError
 from registry.models import Version
+from registry.package_limits import archive_limits
 from registry.tokens import Actor
 
 _SKIP_DIRS = {".git", "__pycache__", "dist", "node_modules", ".venv"}
@@ -81,7 +81,7 @@ def _package_published(path: Path) -> bool:
     """Whether the built package's NAME VERSION is published (a package that cannot be read is not:
     the pipeline says why)."""
     try:
-        info = inspect_package(path, limits=limits())
+        info = inspect_package(path, limits=archive_limits())
         return _published(info.name, SemVer.parse(info.version))
     except ExtensionError:
         return False

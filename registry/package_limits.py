@@ -1,0 +1,33 @@
+"""The limits on packages and on extension.toml (SPEC 2.4), built from the settings: what the build
+pipeline enforces and the JSON Schema the registry serves."""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from extensions.archive import Limits
+from extensions.manifest import ManifestLimits
+
+
+def manifest_limits() -> ManifestLimits:
+    return ManifestLimits(
+        max_provides=settings.REGISTRY_MAX_PROVIDES,
+        max_dependencies=settings.REGISTRY_MAX_DEPENDENCIES,
+        max_system_packages=settings.REGISTRY_MAX_SYSTEM_PACKAGES,
+        max_env_vars=settings.REGISTRY_MAX_ENV_VARS,
+        max_build_patterns=settings.REGISTRY_MAX_BUILD_PATTERNS,
+        max_pattern_length=settings.REGISTRY_MAX_BUILD_PATTERN_LENGTH,
+        max_pattern_wildcards=settings.REGISTRY_MAX_BUILD_PATTERN_WILDCARDS,
+    )
+
+
+def archive_limits() -> Limits:
+    return Limits(
+        max_package_bytes=settings.REGISTRY_MAX_PACKAGE_BYTES,
+        max_unpacked_bytes=settings.REGISTRY_MAX_UNPACKED_BYTES,
+        max_members=settings.REGISTRY_MAX_MEMBERS,
+        max_path_bytes=settings.REGISTRY_MAX_PATH_BYTES,
+        max_depth=settings.REGISTRY_MAX_DEPTH,
+        max_manifest_bytes=settings.REGISTRY_MAX_MANIFEST_BYTES,
+        manifest=manifest_limits(),
+    )
