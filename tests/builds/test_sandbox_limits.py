@@ -97,15 +97,15 @@ def test_what_the_sandbox_sends_back_is_bounded(client: Client, token: str, tmp_
     assert "produced more than 65536 bytes of results" in error["message"], error
 
 
-def test_an_archive_step_opening_too_many_files_is_refused(
-    client: Client, token: str, tmp_path: Path, settings: Any, monkeypatch: pytest.MonkeyPatch
+def test_the_smallest_open_files_setting_still_builds_an_ordinary_extension(
+    client: Client, token: str, tmp_path: Path, settings: Any
 ) -> None:
-    """The open-files limit reaches every tool: Nushell (a Rust binary) cannot start with 32."""
+    """Extraction holds one member open at a time and the tools (KCL, Nushell) start within 32
+    descriptors; going past the limit is the sandbox's unit test."""
     settings.REGISTRY_SANDBOX_OPEN_FILES = 32
-    limits = pipeline.sandbox_limits()
-    assert limits.open_files == 32
-    build = publish(client, token, package(tmp_path, "few", "1.0.0")).json()["data"]
-    assert build["status"] in ("succeeded", "failed")  # never an exception out of the pipeline
+    files = {f"templates/t{i}.j2": "{{ x }}" for i in range(100)}
+    build = publish(client, token, package(tmp_path, "few", "1.0.0", extra_files=files)).json()["data"]
+    assert build["status"] == "succeeded", build["error"]
 
 
 def test_the_settings_make_the_sandbox_s_limits(settings: Any) -> None:
