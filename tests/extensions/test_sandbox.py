@@ -46,7 +46,7 @@ def test_a_step_past_its_cpu_budget_is_killed_and_named_with_its_file() -> None:
     assert str(error).startswith("content check of templates/x.j2 exceeded 1 s of CPU")
     assert (error.code, error.step, error.file) == ("invalid_archive", "content check", "templates/x.j2")
     assert error.limit == "cpu"
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 30  # killed, not left spinning (1 s of CPU, on a busy machine)
 
 
 def test_catastrophic_backtracking_inside_the_regex_engine_is_stopped_by_the_cpu_limit() -> None:
@@ -69,11 +69,11 @@ def test_wall_time_is_bounded_and_the_deadline_cuts_it_further() -> None:
     started = time.monotonic()
     error = exceeded("sleep", SandboxLimits(wall_seconds=1.5), seconds=30)
     assert error.limit == "wall" and "did not finish within 1.5 s" in str(error)
-    assert time.monotonic() - started < 4
+    assert time.monotonic() - started < 10
     started = time.monotonic()
     with pytest.raises(SandboxLimitExceeded):
         run_sandboxed(f"{T}.sleep", {"seconds": 30}, limits=LIMITS, deadline=time.monotonic() + 0.5)
-    assert time.monotonic() - started < 5  # the deadline, plus the grace that lets a step say so itself
+    assert time.monotonic() - started < 10  # the deadline, plus the grace that lets a step say so itself
 
 
 def test_a_kill_takes_the_tools_the_child_started(tmp_path: Path) -> None:

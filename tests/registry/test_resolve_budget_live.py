@@ -32,6 +32,9 @@ HOLES = 12
 PIGEONS = [f"pigeon-{i:02d}" for i in range(HOLES + 1)]
 DEFAULT_TIMEOUT = 2.0  # REGISTRY_RESOLVE_TIMEOUT's documented default
 IDLE_CPU_SECONDS = 0.15  # what a second of an idle gunicorn (master + worker) may cost at most
+# What a computing worker uses of a second at the least, even on a machine busy with other tests
+# (alone it uses the whole second): clearly more than an idle one.
+BUSY_CPU_SECONDS = 2 * IDLE_CPU_SECONDS
 
 
 def pigeonhole_records(holes: int) -> list[dict[str, object]]:
@@ -162,7 +165,7 @@ def _post_raw(registry: LiveRegistry, body: dict[str, object]) -> socket.socket:
 def test_a_client_that_disconnects_mid_resolve_frees_the_worker(patient_registry: LiveRegistry) -> None:
     sock = _post_raw(patient_registry, {"requirements": PIGEONS})
     time.sleep(0.3)
-    assert cpu_over(patient_registry, 0.5) > 0.3  # the worker is computing (60 s budget)
+    assert cpu_over(patient_registry, 1.0) > BUSY_CPU_SECONDS  # the worker is computing (60 s budget)
     sock.close()
     time.sleep(0.3)  # the probe asks every 50 ms
     assert cpu_over(patient_registry, 1.0) < IDLE_CPU_SECONDS
@@ -175,8 +178,8 @@ def test_a_client_that_waits_keeps_its_resolution_running(patient_registry: Live
     # the probe must not mistake a waiting client for a gone one: still computing after 1.5 s
     sock = _post_raw(patient_registry, {"requirements": PIGEONS})
     try:
-        time.sleep(1.0)
-        assert cpu_over(patient_registry, 0.5) > 0.3
+        time.sleep(0.5)
+        assert cpu_over(patient_registry, 1.0) > BUSY_CPU_SECONDS
     finally:
         sock.close()
     time.sleep(0.3)
