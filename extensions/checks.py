@@ -99,12 +99,14 @@ def find_nu() -> str | None:
 
 
 def kcl_available() -> bool:
-    """Whether the KCL library (``kcl-lib``) can be imported in this interpreter."""
+    """Whether the KCL library (``kcl-lib``) is installed for this interpreter (found, not imported:
+    KCL compiles in a child process of its own)."""
+    import importlib.util
+
     try:
-        import kcl_lib.api  # noqa: F401
-    except ImportError:
+        return importlib.util.find_spec("kcl_lib") is not None  # the package, without importing it
+    except (ImportError, ValueError):
         return False
-    return True
 
 
 def _one_line(text: str, limit: int = _MAX_LINE) -> str:

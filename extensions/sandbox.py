@@ -609,11 +609,14 @@ def run_sandboxed(
                 events.append(event)
                 if on_event is not None:
                     on_event(event)
-        run.wait_status(5.0)
+        if final is None or final.get("type") != "result":
+            run.wait_status(5.0)  # its exit status says why it ended (or confirms it did)
     finally:
-        if final is None or run.status is None:
+        if final is None:
             run.kill()
             run.wait_status(5.0)
+        # After a result the child is exiting by itself, its tools done: no need to wait for it
+        # (the zygote reaps it).
         os.close(result_r)
         os.close(status_r)
     if final is None:
