@@ -5,3 +5,11 @@ class RegistryConfig(AppConfig):
     name = "registry"
     verbose_name = "Extension registry"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from django.conf import settings
+
+        from registry.celery import app
+
+        # The reaper runs as often as builds beat (registry/celery.py).
+        app.conf.beat_schedule["reap-stale-builds"]["schedule"] = float(settings.REGISTRY_BUILD_HEARTBEAT_SECONDS)

@@ -13,7 +13,9 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(["builds"])
 app.conf.beat_schedule = {
     # Builds whose worker died are re-queued or failed: never `running` forever.
-    "reap-stale-builds": {"task": "builds.reap_stale_builds", "schedule": 30.0},
+    # (Its schedule is REGISTRY_BUILD_HEARTBEAT_SECONDS, set in RegistryConfig.ready once the
+    # settings are loaded: a dead worker's build is noticed within the stale age plus one beat.)
+    "reap-stale-builds": {"task": "builds.reap_stale_builds", "schedule": 10.0},
     # Objects no row references (a crash between storing and committing) are removed.
     "sweep-storage": {"task": "builds.sweep_storage", "schedule": 3600.0},
 }

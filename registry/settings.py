@@ -189,8 +189,10 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 REGISTRY_BUILD_TIME_LIMIT = env_int("REGISTRY_BUILD_TIME_LIMIT", 300, minimum=10)
 REGISTRY_BUILD_HEARTBEAT_SECONDS = env_int("REGISTRY_BUILD_HEARTBEAT_SECONDS", 10, minimum=1)
-# A running build whose heartbeat is older than this is taken to have lost its worker.
-REGISTRY_BUILD_STALE_SECONDS = env_int("REGISTRY_BUILD_STALE_SECONDS", 60, minimum=2)
+# A running build whose heartbeat is older than this is taken to have lost its worker; the reaper
+# runs every REGISTRY_BUILD_HEARTBEAT_SECONDS, so a dead worker's build is noticed within both
+# (55 s by default).
+REGISTRY_BUILD_STALE_SECONDS = env_int("REGISTRY_BUILD_STALE_SECONDS", 45, minimum=2)
 REGISTRY_SWEEP_GRACE_SECONDS = env_int("REGISTRY_SWEEP_GRACE_SECONDS", 3600, minimum=0)
 # In embedded mode (no broker, so no beat), each web process runs the reaper of stale builds
 # every REGISTRY_BUILD_HEARTBEAT_SECONDS and the sweeper of temporary files every few minutes.
