@@ -254,14 +254,15 @@ def _check_storable(manifest: Manifest) -> None:
             raise RegistryError(message, code="invalid_manifest", details=[{"path": path, "message": message}])
 
 
-def publish_check(*, actor: Actor, manifest: Manifest) -> None:
-    """Every check that can run before the package is stored: rights, ownership, names, that the
-    version was never published, and that dependencies exist. `version_create` repeats the ones a
-    concurrent publish could change, under locks."""
+def _check_publish(actor: Actor, manifest: Manifest, extension: Extension | None) -> None:
+    """Everything a publish must pass, given the extension's row as it is now (None: the name is
+    new): the token's rights, a storable manifest, the name (free and not confusable with someone
+    else's) or the publisher's ownership, a version never published, its provided names and its
+    dependencies. The one definition of those rules: `publish_check` runs it before the package is
+    stored, to refuse early; `version_create` runs it under the name locks, where it decides."""
     name = manifest.name
     _require_publish_rights(actor, name)
     _check_storable(manifest)
-    extension = Extension.objects.filter(name=name).first()
     if extension is None:
         _check_name_available(actor, name)
     elif not _is_owner(extension, actor):
@@ -273,6 +274,11 @@ def publish_check(*, actor: Actor, manifest: Manifest) -> None:
         )
     _check_provides(actor, manifest, extension)
     _check_dependencies(manifest)
+
+
+def publish_check(*, actor: Actor, manifest: Manifest) -> None:
+    """The publish's checks (`_check_publish`) before the package is stored: reads only, no lock."""
+    _check_publish(actor, manifest, Extension.objects.filter(name=manifest.name).first())
 
 
 def _owners(extension: Extension) -> str:
@@ -308,12 +314,11 @@ def version_create(
             raise RuntimeError(f"package object {storage_key} is missing")
         with reupload() as fileobj:
             storage.put_package(package.sha256, fileobj, package.size)
-    _require_publish_rights(actor, name)
     lock_names(manifest)
     extension = Extension.objects.select_for_update().filter(name=name).first()
+    _check_publish(actor, manifest, extension)  # under the locks: this is the check that decides
     created = False
     if extension is None:
-        _check_name_available(actor, name)
         try:
             with transaction.atomic():
                 extension = Extension.objects.create(
@@ -322,15 +327,13 @@ def version_create(
                     type=manifest.type,
                     description=manifest.description,
                 )
-                assert actor.user is not None  # _require_publish_rights checked it
+                assert actor.user is not None  # _check_publish checked the rights
                 Ownership.objects.create(extension=extension, user=actor.user, added_by=actor.user)
                 created = True
         except IntegrityError:
+            # Created meanwhile by a publish these locks did not serialise with: decide again.
             extension = Extension.objects.select_for_update().get(name=name)
-    if not created and not _is_owner(extension, actor):
-        raise Forbidden(f"you are not an owner of {name!r}; ask an owner to add you (owners: {_owners(extension)})")
-    _check_provides(actor, manifest, extension)
-    _check_dependencies(manifest)
+            _check_publish(actor, manifest, extension)
     version_number = manifest.version
     canonical = str(version_number.without_build())
     try:
