@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -144,7 +145,8 @@ def run(*, build: Build, attempt: int, actor: Actor, steps: StepLog) -> None:
         with steps.step("fetch") as note, upload.open("wb") as target:
             storage.download_to(build.upload_key, target)
             note["message"] = f"{upload.stat().st_size} bytes"
-        info, package = _unpack(build, upload, workdir, sandboxed)
+        unpacked = _unpack(build, upload, workdir, sandboxed)
+        info, package = unpacked.info, unpacked.package
         Build.objects.filter(pk=build.pk).update(name=info.name, version_text=info.version)
         build.name, build.version_text = info.name, info.version
         with steps.step("validate") as note:
@@ -161,7 +163,7 @@ def run(*, build: Build, attempt: int, actor: Actor, steps: StepLog) -> None:
                 key = storage.put_package(info.sha256, handle, info.size)
             note["message"] = f"sha256:{info.sha256} at {key}"
         with steps.step("commit") as note:
-            version_id = _commit(build, attempt, actor, manifest, info, key, readme_html, package)
+            version_id = _commit(build, attempt, actor, unpacked, key, readme_html)
             note["message"] = f"published {manifest.name} {manifest.version}"
         log.info("build %s published %s %s (version id %s)", build.pk, manifest.name, manifest.version, version_id)
         try:
@@ -172,8 +174,16 @@ def run(*, build: Build, attempt: int, actor: Actor, steps: StepLog) -> None:
         workspace.remove_tree(workdir)
 
 
-def _unpack(build: Build, upload: Path, workdir: Path, sandboxed: _Sandboxed) -> tuple[PackageInfo, Path]:
-    """The sandboxed `unpack`: the package's facts (with its parsed manifest) and its path."""
+@dataclass(frozen=True)
+class Unpacked:
+    info: PackageInfo  # the package's facts, with its parsed manifest
+    package: Path  # the package (the upload, or what a source build built)
+    reproducible: bool | None  # whether the builder makes these bytes of the package's own files
+    note: str  # how that was found, or why not
+
+
+def _unpack(build: Build, upload: Path, workdir: Path, sandboxed: _Sandboxed) -> Unpacked:
+    """The sandboxed `unpack`."""
     kwargs = {
         "kind": "source" if build.kind == Build.Kind.SOURCE else "package",
         "upload": str(upload),
@@ -186,16 +196,11 @@ def _unpack(build: Build, upload: Path, workdir: Path, sandboxed: _Sandboxed) ->
         sandboxed.fail_current(exc, "inspect")
         raise
     info = sandboxed_steps.package_info_from_dict(value["info"])
-    sandboxed.steps.add(
-        "inspect",
-        "passed",
-        f"{info.name} {info.version}: {len(info.files)} files, {info.unpacked_size} bytes unpacked",
-        time.perf_counter() - sandboxed.started,  # since the sandbox started the inspection
-    )
     package = Path(value["package"])
     if not package.resolve().is_relative_to(workdir.resolve()):
         raise RuntimeError(f"the sandbox named a package outside the work directory: {package}")
-    return info, package
+    reproducible = value.get("reproducible")
+    return Unpacked(info, package, reproducible if isinstance(reproducible, bool) else None, str(value.get("note", "")))
 
 
 def _check_content(workdir: Path, manifest: Manifest, steps: StepLog, sandboxed: _Sandboxed) -> str:
@@ -246,31 +251,25 @@ def _check_content(workdir: Path, manifest: Manifest, steps: StepLog, sandboxed:
     return str(readme_html)
 
 
-def _commit(
-    build: Build,
-    attempt: int,
-    actor: Actor,
-    manifest: Manifest,
-    info: PackageInfo,
-    key: str,
-    readme_html: str,
-    package: Path,
-) -> int:
+def _commit(build: Build, attempt: int, actor: Actor, unpacked: Unpacked, key: str, readme_html: str) -> int:
     """One transaction: the version rows and the build's final state. If it fails, the stored
     object is removed unless another version references it."""
+    info = unpacked.info
 
     def reupload() -> IO[bytes]:
-        return package.open("rb")
+        return unpacked.package.open("rb")
 
     try:
         with transaction.atomic():
             version = catalog.version_create(
                 actor=actor,
-                manifest=manifest,
+                manifest=info.manifest,
                 package=info,
                 storage_key=key,
                 readme_html=readme_html,
                 reupload=reupload,
+                reproducible=unpacked.reproducible,
+                reproducible_note=unpacked.note,
             )
             if not mark_succeeded(build=build, attempt=attempt, version_id=version.pk):
                 raise _LostClaim(f"build {build.pk} is no longer owned by attempt {attempt}")

@@ -34,7 +34,15 @@ import markdown_it  # noqa: F401
 import nh3  # noqa: F401
 import pathspec  # noqa: F401
 
-from extensions.archive import Limits, PackageInfo, build_package, extract_source_archive, read_readme, safe_extract
+from extensions.archive import (
+    Limits,
+    PackageInfo,
+    build_package,
+    extract_source_archive,
+    read_readme,
+    rebuild_check,
+    safe_extract,
+)
 from extensions.archive._common import FileEntry
 from extensions.checks import CheckResult, run_content_checks
 from extensions.manifest import Manifest, ManifestLimits
@@ -96,7 +104,8 @@ def _done(progress: Progress, step: str, started: float, message: str) -> None:
 
 
 def unpack(*, progress: Progress, kind: str, upload: str, workdir: str, limits: Mapping[str, Any]) -> dict[str, Any]:
-    """(Source builds: extract and build.) Inspect and extract the package into ``workdir/content``."""
+    """(Source builds: extract and build.) Inspect and extract the package into ``workdir/content``;
+    for an uploaded package, rebuild it from those files and say whether the bytes are identical."""
     archive_limits = limits_from_dict(limits)
     work = Path(workdir)
     package = Path(upload)
@@ -116,8 +125,34 @@ def unpack(*, progress: Progress, kind: str, upload: str, workdir: str, limits: 
         _done(progress, "build package", started, message)
         package = built.path
     progress.step("archive inspection", log="inspect")
+    started_inspect = time.perf_counter()
     info = safe_extract(package, work / "content", limits=archive_limits)
-    return {"package": str(package), "info": _package_info_to_dict(info), "warnings": warnings}
+    _done(
+        progress,
+        "inspect",
+        started_inspect,
+        f"{info.name} {info.version}: {len(info.files)} files, {info.unpacked_size} bytes unpacked",
+    )
+    if kind == "source":
+        reproducible = {"reproducible": True, "note": "built from its source by the registry's builder"}
+    else:
+        # Is it what the builder makes of its own files? (Provenance says so; never a failure.)
+        started = time.perf_counter()
+        progress.step("rebuild from the package's files", log="rebuild")
+        rebuilt = rebuild_check(package, work / "content", work / "rebuild", limits=archive_limits)
+        reproducible = {"reproducible": rebuilt.reproducible, "note": rebuilt.note}
+        _done(
+            progress,
+            "rebuild",
+            started,
+            "reproducible: " + rebuilt.note if rebuilt.reproducible else "not reproducible: " + rebuilt.note,
+        )
+    return {
+        "package": str(package),
+        "info": _package_info_to_dict(info),
+        "warnings": warnings,
+        **reproducible,
+    }
 
 
 def check(

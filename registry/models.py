@@ -97,6 +97,10 @@ class Version(models.Model):
     )
     published_at = models.DateTimeField(auto_now_add=True)
     downloads = models.BigIntegerField(default=0)
+    # Whether the registry's builder makes these bytes of the package's own files (a source build
+    # is by construction; an uploaded package is rebuilt and compared); None: not checked.
+    reproducible = models.BooleanField(null=True, blank=True)
+    reproducible_note = models.CharField(max_length=512, blank=True)
 
     class Meta:
         ordering = ("extension__name", "-major", "-minor", "-patch")

@@ -299,6 +299,8 @@ def version_create(
     storage_key: str,
     readme_html: str,
     reupload: Callable[[], IO[bytes]] | None = None,
+    reproducible: bool | None = None,
+    reproducible_note: str = "",
 ) -> Version:
     """Commit a stored package as a version: the extension (first publish makes the publisher its
     owner), the version, its dependencies and provides, and the audit event, in one transaction.
@@ -357,6 +359,8 @@ def version_create(
                 storage_key=storage_key,
                 files=[{"path": f.path, "size": f.size, "sha256": f.sha256} for f in package.files],
                 published_by=actor.user,
+                reproducible=reproducible,
+                reproducible_note=reproducible_note[:512],
             )
     except IntegrityError:
         if not Version.objects.filter(extension=extension, canonical=canonical).exists():

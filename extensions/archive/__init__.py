@@ -64,7 +64,7 @@ from extensions.archive._common import (
     Limits,
     PackageInfo,
 )
-from extensions.archive.build import build_package, select_files
+from extensions.archive.build import Rebuilt, build_package, rebuild_check, select_files
 from extensions.archive.inspect import extract_source_archive, inspect_package, read_readme, safe_extract
 
 __all__ = [
@@ -76,10 +76,12 @@ __all__ = [
     "FileEntry",
     "Limits",
     "PackageInfo",
+    "Rebuilt",
     "build_package",
     "extract_source_archive",
     "inspect_package",
     "read_readme",
+    "rebuild_check",
     "safe_extract",
     "select_files",
 ]

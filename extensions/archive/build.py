@@ -13,6 +13,7 @@ import stat
 import tarfile
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -430,3 +431,67 @@ def _add_file(tar: tarfile.TarFile, source: Path, entry: FileEntry, member: str,
             raise ArchiveError(f"the file {changed} ({exc})", path=_display(entry.path)) from None
     if reader.sha.hexdigest() != entry.sha256:
         raise ArchiveError(f"the file {changed}", path=_display(entry.path))
+
+
+# --------------------------------------------------------------------------------------------------
+# Reproducibility
+
+
+@dataclass(frozen=True)
+class Rebuilt:
+    """Whether a package is what the builder makes of its own files (`rebuild_check`)."""
+
+    reproducible: bool
+    note: str  # why not, or how it was checked
+    sha256: str  # of the rebuilt package
+
+
+_HEADER_FIELDS = ("type", "mode", "uid", "gid", "uname", "gname", "mtime", "size")
+
+
+def _members(package: Path) -> list[tuple[str, dict[str, object]]]:
+    """The members of a package already inspected as safe: name and header fields, in order."""
+    found = []
+    with tarfile.open(package, mode="r:gz") as tar:
+        for member in tar:
+            found.append((member.name, {field: getattr(member, field) for field in _HEADER_FIELDS}))
+    return found
+
+
+def _difference(uploaded: list[tuple[str, dict[str, object]]], rebuilt: list[tuple[str, dict[str, object]]]) -> str:
+    """The first way the uploaded package differs from the rebuilt one, in words."""
+    names, again = [n for n, _ in uploaded], [n for n, _ in rebuilt]
+    if set(names) != set(again):
+        extra = sorted(set(names) - set(again))
+        missing = sorted(set(again) - set(names))
+        if extra:
+            return f"it holds `{_display(extra[0])}`, which the builder leaves out" + (
+                f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""
+            )
+        return f"it lacks `{_display(missing[0])}`, which the builder adds" + (
+            f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        )
+    if names != again:
+        first = next(i for i, (a, b) in enumerate(zip(names, again, strict=True)) if a != b)
+        return f"its members are not in the builder's order (sorted by path): `{_display(names[first])}` comes first"
+    for (name, fields), (_, wanted) in zip(uploaded, rebuilt, strict=True):
+        for field in _HEADER_FIELDS:
+            if fields[field] != wanted[field]:
+                return f"`{_display(name)}` has {field} {fields[field]!r} where the builder writes {wanted[field]!r}"
+    return "its members are the builder's, but the tar or gzip encoding differs (a PAX header, the compression)"
+
+
+def rebuild_check(package: Path, tree: Path, out_dir: Path, *, limits: Limits = DEFAULT_LIMITS) -> Rebuilt:
+    """Rebuild ``package`` from ``tree`` (its own files, as `safe_extract` wrote them) with this
+    builder, and say whether the bytes are identical. The member time of the package (all members
+    share one in a reproducible build) is used as ``source_date_epoch``, so a package built with
+    SOURCE_DATE_EPOCH is rebuilt with it too. ``package`` must have been inspected already."""
+    uploaded = _members(package)
+    times = {fields["mtime"] for _, fields in uploaded}
+    only = times.pop() if len(times) == 1 else 0
+    epoch = int(only) if isinstance(only, int | float) else 0
+    built = build_package(tree, out_dir, source_date_epoch=max(0, epoch), limits=limits)
+    digest = hashlib.sha256(Path(package).read_bytes()).hexdigest()
+    if built.sha256 == digest:
+        return Rebuilt(True, "rebuilt byte for byte from its own files by the registry's builder", built.sha256)
+    return Rebuilt(False, _difference(uploaded, _members(built.path)), built.sha256)

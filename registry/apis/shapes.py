@@ -113,6 +113,7 @@ def version_detail(version: Version, base: str) -> dict[str, Any]:
         "readme_html": version.readme_html,
         "files": version.files,
         "download_url": download_url(base, version),
+        "reproducible": {"verified": version.reproducible, "note": version.reproducible_note},
     }
 
 
@@ -209,6 +210,14 @@ class PackageFile(serializers.Serializer):
     sha256 = serializers.CharField()
 
 
+class Reproducibility(serializers.Serializer):
+    verified = serializers.BooleanField(
+        allow_null=True,
+        help_text="whether the registry's builder makes these bytes of the package's own files (null: not checked)",
+    )
+    note = serializers.CharField(allow_blank=True, help_text="how that was found, or how the package differs")
+
+
 class VersionDetail(serializers.Serializer):
     name = serializers.CharField()
     version = serializers.CharField()
@@ -231,6 +240,7 @@ class VersionDetail(serializers.Serializer):
     readme_html = serializers.CharField(allow_blank=True, help_text="sanitized HTML")
     files = PackageFile(many=True)
     download_url = serializers.URLField()
+    reproducible = Reproducibility()
 
 
 class DependentVersion(serializers.Serializer):

@@ -32,7 +32,7 @@ pytest_plugins = ["tests.factories"]  # the user, token and publisher fixtures
 PUBLISH_URL = "/api/v1/extensions/"
 BUILDS_URL = "/api/v1/builds/"
 BASE = "http://testserver"
-STEPS = ["upload", "fetch", "inspect", "validate", "check content", "readme", "store", "commit"]
+STEPS = ["upload", "fetch", "inspect", "rebuild", "validate", "check content", "readme", "store", "commit"]
 
 
 # Package storage private to each test (tests/conftest.py), so what it leaves can be listed exactly.
@@ -289,7 +289,7 @@ def test_a_failed_build_shows_its_error_and_the_failed_step(client: Client, toke
     assert build["error"]["message"] == error["message"]
     assert build["log"][-1]["step"] == "check content"
     assert build["log"][-1]["status"] == "failed"
-    assert [e["step"] for e in build["log"]][:4] == ["upload", "fetch", "inspect", "validate"]
+    assert [e["step"] for e in build["log"]][:5] == ["upload", "fetch", "inspect", "rebuild", "validate"]
     assert {"step": "check json", "status": "failed"}.items() <= next(
         e for e in build["log"] if e["step"] == "check json"
     ).items()

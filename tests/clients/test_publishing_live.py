@@ -180,6 +180,7 @@ def test_a_failed_build_shows_its_log_and_url_in_table_mode(
         ["upload", "passed"],
         ["fetch", "passed"],
         ["inspect", "passed"],
+        ["rebuild", "passed"],
         ["validate", "failed"],
     ]
     assert steps[-1].endswith("unknown dependency: no extension named 'no-such-thing' in this registry")

@@ -59,6 +59,7 @@ VERSION_SUMMARY_FIELDS = {
     "download_url",
 }
 VERSION_FIELDS = {
+    "reproducible",
     "name",
     "version",
     "type",
@@ -236,6 +237,11 @@ def test_it_shows_a_version_with_manifest_dependencies_provides_files_and_build(
     assert got["published_by"] == "alice"
     assert got["build"] == build["id"]
     assert got["downloads"] == 0
+    # built by the client's builder, the same as the registry's: rebuilt byte for byte
+    assert got["reproducible"] == {
+        "verified": True,
+        "note": "rebuilt byte for byte from its own files by the registry's builder",
+    }
     assert got["download_url"] == f"{BASE}/api/v1/extensions/kubernetes/versions/1.28.0/download"
     assert "<strong>pods</strong>" in got["readme_html"]
     assert "<script" not in got["readme_html"]
