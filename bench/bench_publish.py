@@ -91,6 +91,19 @@ def _start_redis(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
     raise RuntimeError("redis-server did not start")
 
 
+def start_worker(env: dict[str, str], root: Path) -> subprocess.Popen[bytes]:
+    """A Celery worker (solo pool, quiet) for a live registry's environment."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "registry", "worker", "--pool=solo", "--without-gossip",
+         "--without-mingle", "--without-heartbeat", "-l", "warning"],
+        cwd=root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+
+
 def run(ctx: Context) -> list[Row]:
     from tests.live_registry import LiveRegistry
 
@@ -127,27 +140,7 @@ def run(ctx: Context) -> list[Row]:
         distributed.start(workers=2, threads=4)
         try:
             token = distributed.createtoken("bench")
-            worker = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "registry",
-                    "worker",
-                    "--pool=solo",
-                    "--without-gossip",
-                    "--without-mingle",
-                    "--without-heartbeat",
-                    "-l",
-                    "warning",
-                ],
-                cwd=ctx.root,
-                env=distributed.env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-            )
+            worker = start_worker(distributed.env, ctx.root)
             # Warm-up: the worker connected and the web workers past their first request before timing.
             _publish_all(distributed.url, token, _make_packages(ctx.workdir / "warm2", 4, name="bench-warm"))
             samples = _publish_all(distributed.url, token, packages)

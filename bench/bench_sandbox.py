@@ -7,32 +7,18 @@ headers, a ReDoS-shaped [build] pattern)."""
 
 from __future__ import annotations
 
-import gzip
-import io
 import os
 import signal
 import subprocess
-import sys
-import tarfile
 from pathlib import Path
 
 import httpx
 
-from bench.bench_publish import _make_packages, _publish_all, _start_redis
+from bench.bench_publish import _make_packages, _publish_all, _start_redis, start_worker
 from bench.common import Context, Row, median, ms, percentile
+from tests.hostile_archives import tar_gz
 
 MiB = 1024 * 1024
-
-
-def _tar_gz(files: dict[str, bytes], *, top: str = "", pax: dict[str, dict[str, str]] | None = None) -> bytes:
-    raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for path, data in files.items():
-            info = tarfile.TarInfo(f"{top}/{path}" if top else path)
-            info.size = len(data)
-            info.pax_headers = (pax or {}).get(path, {})
-            tar.addfile(info, io.BytesIO(data))
-    return gzip.compress(raw.getvalue(), mtime=0)
 
 
 def _manifest(name: str, extra: str = "") -> bytes:
@@ -78,12 +64,12 @@ def _bombs(workdir: Path) -> list[tuple[str, str, bytes]]:
         (
             "/api/v1/builds/",
             "source",
-            _tar_gz({"extension.toml": _manifest("bomb-names", f"[provides]\ntaskservs = [{names}]")}),
+            tar_gz({"extension.toml": _manifest("bomb-names", f"[provides]\ntaskservs = [{names}]")}),
         ),
         (
             "/api/v1/extensions/",
             "file",
-            _tar_gz(
+            tar_gz(
                 {"extension.toml": _manifest("bomb-sparse"), "x.bin": b"x"},
                 top="bomb-sparse-1.0.0",
                 pax={"x.bin": {"GNU.sparse.map": "a,b"}},
@@ -92,7 +78,7 @@ def _bombs(workdir: Path) -> list[tuple[str, str, bytes]]:
         (
             "/api/v1/builds/",
             "source",
-            _tar_gz(
+            tar_gz(
                 {"extension.toml": _manifest("bomb-redos", '[build]\ninclude = ["a*a*a*a*a*a*a*a*c"]'), "a" * 200: b"x"}
             ),
         ),
@@ -190,15 +176,7 @@ def run(ctx: Context) -> list[Row]:
         distributed.start(workers=2, threads=4)
         try:
             token = distributed.createtoken("bench")
-            worker = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "registry", "worker", "--pool=solo", "--without-gossip",
-                 "--without-mingle", "--without-heartbeat", "-l", "warning"],
-                cwd=ctx.root,
-                env=distributed.env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-            )  # fmt: skip
+            worker = start_worker(distributed.env, ctx.root)
             _publish_all(distributed.url, token, _make_packages(ctx.workdir / "warm-w", 2, name="bench-warm"))
             outcomes = _send_bombs(distributed.url, token, bombs)
             worker_peak = _peak_rss(worker.pid)

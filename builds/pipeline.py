@@ -33,31 +33,16 @@ from builds.steplog import StepLog
 from extensions import checks, sandbox, sandboxed_steps
 from extensions.archive import PackageInfo
 from extensions.manifest import Manifest
-from extensions.sandbox import SandboxLimits
 from registry import services as catalog
 from registry import storage
 from registry.errors import RegistryError
-from registry.package_limits import archive_limits
+from registry.limits import archive_limits, sandbox_limits
 from registry.tokens import Actor
 
 log = logging.getLogger(__name__)
 
 _COMMIT_MARGIN_SECONDS = 30
 _MAX_LOGGED_CHECKS = 50  # each failed or skipped check is a log line, up to this many
-
-
-def sandbox_limits() -> SandboxLimits:
-    archive = archive_limits()
-    return SandboxLimits(
-        cpu_seconds=settings.REGISTRY_SANDBOX_CPU_SECONDS,
-        memory_bytes=settings.REGISTRY_SANDBOX_MEMORY,
-        wall_seconds=settings.REGISTRY_SANDBOX_WALL_SECONDS,
-        output_bytes=settings.REGISTRY_SANDBOX_OUTPUT,
-        open_files=settings.REGISTRY_SANDBOX_OPEN_FILES,
-        # the largest file a build writes: an extracted member, or the package it builds
-        file_bytes=max(archive.max_package_bytes, archive.max_unpacked_bytes) + 1024 * 1024,
-        isolate_network=settings.REGISTRY_SANDBOX_ISOLATE_NETWORK,
-    )
 
 
 class ContentCheckFailed(RegistryError):

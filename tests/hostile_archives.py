@@ -16,6 +16,7 @@ from one deflate block repeated after full flushes, so a 1 GiB stream costs ~1 M
 from __future__ import annotations
 
 import functools
+import gzip
 import hashlib
 import io
 import json
@@ -632,3 +633,16 @@ ALL_HOSTILE: list[Callable[[], Hostile]] = [
 
 #: The cases `extract_source_archive` must refuse the same way.
 SOURCE_HOSTILE: list[Callable[[], Hostile]] = [make for make in ALL_HOSTILE if make.__name__ not in PACKAGE_ONLY]
+
+
+def tar_gz(files: dict[str, bytes], *, top: str = "", pax: dict[str, dict[str, str]] | None = None) -> bytes:
+    """A gzip-compressed PAX tar of ``files`` (path -> bytes, under ``top/`` when given), each member
+    with the PAX records ``pax`` names for its path: for attacks that need a hand-made header."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for path, data in files.items():
+            info = tarfile.TarInfo(f"{top}/{path}" if top else path)
+            info.size = len(data)
+            info.pax_headers = (pax or {}).get(path, {})
+            tar.addfile(info, io.BytesIO(data))
+    return gzip.compress(raw.getvalue(), mtime=0)

@@ -6,11 +6,8 @@ is a 500; and once the sweeper has run, nothing of it is left on disk."""
 
 from __future__ import annotations
 
-import gzip
-import io
 import os
 import signal
-import tarfile
 import threading
 import time
 from collections.abc import Iterator
@@ -20,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.hostile_archives import tar_gz
 from tests.live_registry import LiveRegistry
 
 pytestmark = [pytest.mark.slow]
@@ -84,17 +82,6 @@ class Health:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(15)
-
-
-def tar_gz(files: dict[str, bytes], *, top: str = "", pax: dict[str, dict[str, str]] | None = None) -> bytes:
-    raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for path, data in files.items():
-            info = tarfile.TarInfo(f"{top}/{path}" if top else path)
-            info.size = len(data)
-            info.pax_headers = (pax or {}).get(path, {})
-            tar.addfile(info, io.BytesIO(data))
-    return gzip.compress(raw.getvalue(), mtime=0)
 
 
 def manifest(name: str, extra: str = "") -> bytes:

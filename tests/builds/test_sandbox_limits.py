@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from builds import pipeline
 from builds.models import Build
+from registry.limits import sandbox_limits
 from registry.models import Version
 
 pytest_plugins = ["tests.factories"]
@@ -117,7 +117,7 @@ def test_the_settings_make_the_sandbox_s_limits(settings: Any) -> None:
     settings.REGISTRY_SANDBOX_ISOLATE_NETWORK = False
     settings.REGISTRY_MAX_UNPACKED_BYTES = 10 * 1024 * 1024
     settings.REGISTRY_MAX_PACKAGE_BYTES = 20 * 1024 * 1024
-    limits = pipeline.sandbox_limits()
+    limits = sandbox_limits()
     assert (limits.cpu_seconds, limits.memory_bytes, limits.wall_seconds) == (7, 300 * 1024 * 1024, 50)
     assert (limits.output_bytes, limits.open_files, limits.isolate_network) == (2 * 1024 * 1024, 99, False)
     assert limits.file_bytes == 21 * 1024 * 1024  # the largest file a build writes, and a margin

@@ -24,8 +24,8 @@ from extensions.graph import DependencyCycleError, dependency_order
 from extensions.manifest import Manifest, load_manifest
 from extensions.versions import SemVer
 from registry.errors import RegistryError
+from registry.limits import archive_limits
 from registry.models import Version
-from registry.package_limits import archive_limits
 from registry.tokens import Actor
 
 _SKIP_DIRS = {".git", "__pycache__", "dist", "node_modules", ".venv"}

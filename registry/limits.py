@@ -1,5 +1,5 @@
-"""The limits on packages and on extension.toml (SPEC 2.4), built from the settings: what the build
-pipeline enforces and the JSON Schema the registry serves."""
+"""The limits on packages, on extension.toml and on the build sandbox (SPEC 2.4), built from the
+settings: what the build pipeline enforces and the JSON Schema the registry serves."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from django.conf import settings
 
 from extensions.archive import Limits
 from extensions.manifest import ManifestLimits
+from extensions.sandbox import SandboxLimits
 
 
 def manifest_limits() -> ManifestLimits:
@@ -30,4 +31,18 @@ def archive_limits() -> Limits:
         max_depth=settings.REGISTRY_MAX_DEPTH,
         max_manifest_bytes=settings.REGISTRY_MAX_MANIFEST_BYTES,
         manifest=manifest_limits(),
+    )
+
+
+def sandbox_limits() -> SandboxLimits:
+    archive = archive_limits()
+    return SandboxLimits(
+        cpu_seconds=settings.REGISTRY_SANDBOX_CPU_SECONDS,
+        memory_bytes=settings.REGISTRY_SANDBOX_MEMORY,
+        wall_seconds=settings.REGISTRY_SANDBOX_WALL_SECONDS,
+        output_bytes=settings.REGISTRY_SANDBOX_OUTPUT,
+        open_files=settings.REGISTRY_SANDBOX_OPEN_FILES,
+        # the largest file a build writes: an extracted member, or the package it builds
+        file_bytes=max(archive.max_package_bytes, archive.max_unpacked_bytes) + 1024 * 1024,
+        isolate_network=settings.REGISTRY_SANDBOX_ISOLATE_NETWORK,
     )
