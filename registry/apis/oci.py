@@ -213,11 +213,11 @@ def _byte_range(request: HttpRequest, size: int, etag: str) -> tuple[int, int] |
             raise _unsatisfiable(header, size)
         return max(0, size - suffix), size - 1
     start = int(first)
-    end = int(last) if last else size - 1
-    if end < start:
-        return None
     if start >= size:
         raise _unsatisfiable(header, size)
+    end = int(last) if last else size - 1
+    if end < start:
+        return None  # invalid (RFC 9110 14.1.1): ignored
     return start, min(end, size - 1)
 
 
@@ -339,10 +339,10 @@ def unknown(request: HttpRequest) -> HttpResponseBase:
 urlpatterns: list[URLPattern] = [
     path("v2/", base, name="oci-base"),
     path("v2/_catalog", catalog, name="oci-catalog"),
-    re_path(r"^v2/(?P<repository>.+)/tags/list\Z", tags, name="oci-tags"),
-    re_path(r"^v2/(?P<repository>.+)/manifests/(?P<reference>[^/]+)\Z", manifests, name="oci-manifest"),
-    re_path(r"^v2/(?P<repository>.+)/blobs/uploads(?:/(?P<upload>.*))?\Z", uploads, name="oci-upload"),
-    re_path(r"^v2/(?P<repository>.+)/blobs/(?P<digest>[^/]+)\Z", blobs, name="oci-blob"),
-    re_path(r"^v2/(?P<repository>.+)/referrers/(?P<digest>[^/]+)\Z", referrers, name="oci-referrers"),
-    re_path(r"^v2(?:/.*)?\Z", unknown, name="oci-unknown"),
+    re_path(r"^v2/(?P<repository>[\s\S]+)/tags/list\Z", tags, name="oci-tags"),
+    re_path(r"^v2/(?P<repository>[\s\S]+)/manifests/(?P<reference>[^/]+)\Z", manifests, name="oci-manifest"),
+    re_path(r"^v2/(?P<repository>[\s\S]+)/blobs/uploads(?:/(?P<upload>[\s\S]*))?\Z", uploads, name="oci-upload"),
+    re_path(r"^v2/(?P<repository>[\s\S]+)/blobs/(?P<digest>[^/]+)\Z", blobs, name="oci-blob"),
+    re_path(r"^v2/(?P<repository>[\s\S]+)/referrers/(?P<digest>[^/]+)\Z", referrers, name="oci-referrers"),
+    re_path(r"^v2(?:/[\s\S]*)?\Z", unknown, name="oci-unknown"),
 ]
