@@ -43,6 +43,11 @@ Fixtures:
     it (REGISTRY_STORAGE="s3"); returns an `S3Bucket` (``.name``, ``.client``, ``.location``,
     ``.env`` for other processes). botocore retries once only, so a stopped server fails fast.
 
+``distribution_registry`` (session)
+    `DistributionRegistry`: Debian's docker-registry (the CNCF distribution registry) serving an
+    empty filesystem store on ``.address`` (``127.0.0.1:P``, plain HTTP): an OCI registry that tests
+    copy extensions into with skopeo.
+
 Markers: ``postgres``, ``redis`` and ``s3`` pull in ``postgres_server``, ``redis_url`` and
 ``moto_server``, so a marked test fails under CI=true when its service cannot run.
 
@@ -784,6 +789,83 @@ def s3_storage(
     }
     request.node.stash[_S3_ENV_KEY] = env
     return S3Bucket(name=name, endpoint_url=moto_server.url, location=location, client=client, env=env)
+
+
+# --- An OCI registry (the CNCF distribution registry) ------------------------------------------------
+
+
+class DistributionRegistry:
+    """Debian's ``docker-registry`` (the CNCF distribution registry, what Harbor and most mirrors
+    run) on 127.0.0.1 with a filesystem store in ``directory``: an OCI registry to mirror into."""
+
+    def __init__(self, binary: str, directory: Path) -> None:
+        self.binary = binary
+        self.directory = directory
+        self.port = 0
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log = directory / "registry.log"
+
+    @property
+    def address(self) -> str:
+        """``127.0.0.1:PORT``, as image references name it."""
+        return f"{HOST}:{self.port}"
+
+    def _answers(self) -> bool:
+        try:
+            with socket.create_connection((HOST, self.port), timeout=0.5) as sock:
+                sock.sendall(b"GET /v2/ HTTP/1.0\r\n\r\n")
+                status = sock.recv(64)
+                return status.startswith(b"HTTP/1.") and b" 200 " in status
+        except OSError:
+            return False
+
+    def _exited(self) -> bool:
+        return self.process is None or self.process.poll() is not None
+
+    def start(self, timeout: float = 15) -> None:
+        for _ in range(3):
+            self.port = free_port()
+            config = self.directory / "config.yml"
+            config.write_text(
+                "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
+                f"    rootdirectory: {self.directory / 'data'}\n  delete:\n    enabled: true\n"
+                f"http:\n  addr: {self.address}\n",
+                encoding="utf-8",
+            )
+            with self.log.open("ab") as output:
+                self.process = subprocess.Popen(
+                    [self.binary, "serve", str(config)],
+                    stdout=output,
+                    stderr=subprocess.STDOUT,
+                    cwd=self.directory,
+                    start_new_session=True,
+                )
+            atexit.register(self.stop)
+            if _wait_until(lambda: self._exited() or self._answers(), timeout) and not self._exited():
+                return
+            self.stop()
+            if "address already in use" not in _tail(self.log, 5):
+                break
+        raise RuntimeError(f"docker-registry did not answer on {self.address}:\n{_tail(self.log)}")
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is not None:
+            _end_process(process, timeout=5)
+
+
+@pytest.fixture(scope="session")
+def distribution_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DistributionRegistry]:
+    """A private CNCF distribution registry (Debian's docker-registry, `make services`)."""
+    binary = shutil.which("docker-registry")
+    require(binary is not None, "the distribution registry (docker-registry, `make services`)")
+    assert binary is not None
+    server = DistributionRegistry(binary, tmp_path_factory.mktemp("distribution"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 # --- Every test ------------------------------------------------------------------------------------
