@@ -187,6 +187,14 @@ def test_skopeo_sees_a_yanked_version_keep_its_tag_with_a_yanked_manifest(
 # --- oras (the Python SDK) ------------------------------------------------------------------------
 
 
+def etcd_targets(registry: LiveRegistry) -> tuple[dict[str, Any], list[str]]:
+    """etcd's latest version, and its image reference by tag and by digest."""
+    etcd = next(v for v in latest_versions(registry) if v["name"] == "etcd")
+    digest = served_manifest(registry, "etcd", etcd["version"]).headers["Docker-Content-Digest"]
+    base = f"{address(registry)}/extensions/etcd"
+    return etcd, [f"{base}:{etcd['version']}", f"{base}@{digest}"]
+
+
 @pytest.fixture(scope="module")
 def oras_client(examples_registry: LiveRegistry) -> Any:
     try:
@@ -199,13 +207,9 @@ def oras_client(examples_registry: LiveRegistry) -> Any:
 def test_oras_pulls_by_tag_and_by_digest_writing_the_verified_package(
     oras_client: Any, examples_registry: LiveRegistry, tmp_path: Path
 ) -> None:
-    etcd = next(v for v in latest_versions(examples_registry) if v["name"] == "etcd")
-    digest = served_manifest(examples_registry, "etcd", etcd["version"]).headers["Docker-Content-Digest"]
-    base = f"{address(examples_registry)}/extensions/etcd"
-    for target, outdir in (
-        (f"{base}:{etcd['version']}", tmp_path / "by-tag"),
-        (f"{base}@{digest}", tmp_path / "by-digest"),
-    ):
+    etcd, targets = etcd_targets(examples_registry)
+    for target in targets:
+        outdir = tmp_path / target.rsplit("/", 1)[-1].replace(":", "-").replace("@", "-")
         container = oras_client.get_container(target)
         manifest = oras_client.get_manifest(container)
         (layer,) = manifest["layers"]
@@ -226,10 +230,9 @@ def test_oras_pull_unpacks_the_package_into_a_tree_that_verifies(
     # The SDK's pull() unpacks every application/vnd.oci.image.layer.v1.tar+gzip layer (it reads that
     # media type as a packed directory), where the oras CLI writes the file: what it leaves is the
     # package's tree NAME-VERSION/, which must be exactly what MANIFEST.json lists.
-    etcd = next(v for v in latest_versions(examples_registry) if v["name"] == "etcd")
-    digest = served_manifest(examples_registry, "etcd", etcd["version"]).headers["Docker-Content-Digest"]
-    base = f"{address(examples_registry)}/extensions/etcd"
-    for target, outdir in ((f"{base}:{etcd['version']}", tmp_path / "tag"), (f"{base}@{digest}", tmp_path / "digest")):
+    etcd, targets = etcd_targets(examples_registry)
+    for target in targets:
+        outdir = tmp_path / target.rsplit("/", 1)[-1].replace(":", "-").replace("@", "-")
         files = oras_client.pull(target=target, outdir=str(outdir))
         assert [Path(f).name for f in files] == [f"etcd-{etcd['version']}.tar.gz"]
         tree = outdir / f"etcd-{etcd['version']}"
