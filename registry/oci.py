@@ -91,7 +91,7 @@ class OciError(Exception):
 
 
 def extension_name(repository: str) -> str:
-    """The extension a repository name denotes, or NAME_UNKNOWN saying which names exist."""
+    """The extension a repository name denotes, or NAME_UNKNOWN saying what the names are."""
     if not repository.startswith(REPOSITORY_PREFIX):
         raise OciError(
             404,
@@ -301,14 +301,16 @@ def _tagged(name: str, tag: str) -> Version:
             f"no manifest {tag[:80]!r} in {REPOSITORY_PREFIX}{name}: it is neither a tag nor a digest ({TAG_RULE})",
             {"reference": tag[:80]},
         )
-    tags = tags_page(name, n=None, last=None).items
-    shown = ", ".join(tags[-MAX_TAGS_SHOWN:])
+    versions = Version.objects.filter(extension__name=name).values_list("version", flat=True)
+    newest = [tag_for_version(v) for v in sorted(versions, key=SemVer.parse, reverse=True)]
+    newest = [t for t in newest if is_tag(t)]
+    shown = newest[:MAX_TAGS_SHOWN]
     raise OciError(
         404,
         "MANIFEST_UNKNOWN",
-        f"{REPOSITORY_PREFIX}{name} has no tag {tag}; its tags (the versions): {shown}"
-        + (" ..." if len(tags) > MAX_TAGS_SHOWN else ""),
-        {"tag": tag, "tags": tags[-MAX_TAGS_SHOWN:]},
+        f"{REPOSITORY_PREFIX}{name} has no tag {tag}; its tags (the versions), newest first: {', '.join(shown)}"
+        + (" ..." if len(newest) > MAX_TAGS_SHOWN else ""),
+        {"tag": tag, "tags": shown},
     )
 
 
