@@ -71,6 +71,7 @@ def _package_info_to_dict(info: PackageInfo) -> dict[str, Any]:
         "sha256": info.sha256,
         "size": info.size,
         "unpacked_size": info.unpacked_size,
+        "tar_sha256": info.tar_sha256,
         "files": [[f.path, f.size, f.sha256] for f in info.files],
         "manifest_text": info.manifest_text,
         "manifest": info.manifest.to_dict(),
@@ -92,6 +93,7 @@ def package_info_from_dict(data: Mapping[str, Any]) -> PackageInfo:
             manifest_text=str(data["manifest_text"]),
             readme_text=None,  # the README stays in the sandbox's tree: `check` renders it there
             manifest=Manifest.from_dict(data["manifest"]),
+            tar_sha256=str(data.get("tar_sha256", "")),
         )
     except (KeyError, TypeError) as exc:
         raise ValueError(f"malformed package facts from the sandbox: {exc}") from None

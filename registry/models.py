@@ -89,6 +89,13 @@ class Version(models.Model):
     size = models.BigIntegerField()
     storage_key = models.CharField(max_length=256)
     files = models.JSONField(default=list)  # MANIFEST.json's files
+    # The OCI view of the version (SPEC 7, registry.oci): its image config blob (canonical JSON
+    # rendered from immutable facts at publish, extensions.oci; the manifests are rendered from it),
+    # and the digests of the config and of the manifest, plain and yanked, so a digest finds its row.
+    oci_config = models.TextField(blank=True)
+    oci_config_sha256 = models.CharField(max_length=64, blank=True, db_index=True)
+    oci_manifest_sha256 = models.CharField(max_length=64, blank=True, db_index=True)
+    oci_yanked_manifest_sha256 = models.CharField(max_length=64, blank=True, db_index=True)
     yanked = models.BooleanField(default=False)
     yanked_reason = models.CharField(max_length=512, blank=True)
     yanked_at = models.DateTimeField(null=True, blank=True)

@@ -22,7 +22,7 @@ from extensions.kinds import KINDS, SINGULAR
 from extensions.manifest import Manifest
 from extensions.names import RESERVED_NAMES, confusable_key, confusable_keys
 from extensions.versions import SemVer
-from registry import storage
+from registry import oci, storage
 from registry.errors import (
     BadRequest,
     Forbidden,
@@ -383,6 +383,7 @@ def version_create(
             for provided in sorted(set(manifest.provides.get(kind, ())))
         ]
     )
+    oci.version_store_documents(version=version, manifest=manifest, tar_sha256=package.tar_sha256)
     extension_refresh(extension)
     audit(
         action=AuditEvent.Action.PUBLISH,

@@ -8,7 +8,7 @@ from builds import apis as build_apis
 from builds import metrics as build_metrics
 from builds import views as build_views
 from registry import metrics, views
-from registry.apis import catalog, downloads, owners, resolve, schema, tokens, yank
+from registry.apis import catalog, downloads, oci, owners, resolve, schema, tokens, yank
 
 api = "api/v1/"
 
@@ -62,6 +62,8 @@ urlpatterns = [
     path(f"{api}openapi.json", SpectacularJSONAPIView.as_view(), name="openapi"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="openapi"), name="api-docs"),
     path("admin/", admin.site.urls),
+    # OCI distribution, pull side (SPEC 7): every path under /v2 (registry.apis.oci).
+    *oci.urlpatterns,
 ]
 
 handler400 = "registry.views.handler400"

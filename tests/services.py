@@ -43,6 +43,11 @@ Fixtures:
     it (REGISTRY_STORAGE="s3"); returns an `S3Bucket` (``.name``, ``.client``, ``.location``,
     ``.env`` for other processes). botocore retries once only, so a stopped server fails fast.
 
+``distribution_registry`` (session)
+    `DistributionRegistry`: Debian's docker-registry (the CNCF distribution registry) serving an
+    empty filesystem store on ``.address`` (``127.0.0.1:P``, plain HTTP): an OCI registry that tests
+    copy extensions into with skopeo.
+
 Markers: ``postgres``, ``redis`` and ``s3`` pull in ``postgres_server``, ``redis_url`` and
 ``moto_server``, so a marked test fails under CI=true when its service cannot run.
 
@@ -406,60 +411,80 @@ def live_db_url(transactional_db: None) -> str:
 # --- Redis and Celery ------------------------------------------------------------------------------
 
 
-class RedisServer:
-    """A private redis-server without persistence; `stop` and `start` keep the port."""
+class ServerProcess:
+    """A server the tests start as a private process on 127.0.0.1: on a free port (tried again on
+    another when the port was taken meanwhile), or on the same port again after `stop`. A subclass
+    says how to run it (`command`) and when it is ready (`answers`)."""
+
+    what = "the server"
 
     def __init__(self, binary: str, directory: Path) -> None:
         self.binary = binary
         self.directory = directory
         self.port: int | None = None
         self.process: subprocess.Popen[bytes] | None = None
-        self.log = directory / "redis.log"
+        self.log = directory / "server.log"
+
+    def command(self, port: int) -> list[str]:
+        raise NotImplementedError
+
+    def answers(self) -> bool:
+        raise NotImplementedError
+
+    def _exited(self) -> bool:
+        return self.process is None or self.process.poll() is not None
+
+    def start(self, timeout: float = 10) -> None:
+        """Start; returns once it answers."""
+        fixed = self.port is not None
+        for _ in range(1 if fixed else 3):
+            port = self.port if fixed else free_port()
+            assert port is not None
+            with self.log.open("ab") as output:
+                process = subprocess.Popen(
+                    self.command(port),
+                    stdout=output,
+                    stderr=subprocess.STDOUT,
+                    cwd=self.directory,
+                    start_new_session=True,
+                )
+            self.port, self.process = port, process
+            _wait_until(lambda: self._exited() or self.answers(), timeout)
+            if not self._exited() and self.answers():
+                atexit.register(self.stop)
+                return
+            self.stop()
+            if "in use" not in _tail(self.log, 5):
+                break
+        raise RuntimeError(f"{self.what} did not answer on port {self.port}:\n{_tail(self.log)}")
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is not None:
+            _end_process(process, timeout=5)
+
+
+class RedisServer(ServerProcess):
+    """A private redis-server without persistence; `stop` and `start` keep the port."""
+
+    what = "redis-server"
 
     @property
     def url(self) -> str:
         assert self.port is not None, "start() the server first"
         return f"redis://{HOST}:{self.port}/0"
 
-    def _ping(self) -> bool:
+    def command(self, port: int) -> list[str]:
+        return [self.binary, "--port", str(port), "--bind", HOST, "--save", "", "--appendonly", "no",
+                "--dir", str(self.directory)]  # fmt: skip
+
+    def answers(self) -> bool:
         try:
             with socket.create_connection((HOST, self.port or 0), timeout=0.5) as sock:
                 sock.sendall(b"PING\r\n")
                 return sock.recv(16).startswith(b"+PONG")
         except OSError:
             return False
-
-    def _exited(self) -> bool:
-        return self.process is None or self.process.poll() is not None
-
-    def start(self, timeout: float = 10) -> None:
-        """Start on a free port, or on the same port again after `stop`; returns once it answers PING."""
-        fixed = self.port is not None
-        for _ in range(1 if fixed else 3):
-            port = self.port if fixed else free_port()
-            with self.log.open("ab") as output:
-                process = subprocess.Popen(
-                    [self.binary, "--port", str(port), "--bind", HOST, "--save", "", "--appendonly", "no",
-                     "--dir", str(self.directory)],
-                    stdout=output,
-                    stderr=subprocess.STDOUT,
-                    cwd=self.directory,
-                    start_new_session=True,
-                )  # fmt: skip
-            self.port, self.process = port, process
-            _wait_until(lambda: self._exited() or self._ping(), timeout)
-            if not self._exited() and self._ping():
-                atexit.register(self.stop)
-                return
-            self.stop()
-            if "in use" not in _tail(self.log, 5):
-                break
-        raise RuntimeError(f"redis-server did not answer PING on port {self.port}:\n{_tail(self.log)}")
-
-    def stop(self) -> None:
-        process, self.process = self.process, None
-        if process is not None:
-            _end_process(process, timeout=5)
 
 
 @pytest.fixture(scope="session")
@@ -784,6 +809,55 @@ def s3_storage(
     }
     request.node.stash[_S3_ENV_KEY] = env
     return S3Bucket(name=name, endpoint_url=moto_server.url, location=location, client=client, env=env)
+
+
+# --- An OCI registry (the CNCF distribution registry) ------------------------------------------------
+
+
+class DistributionRegistry(ServerProcess):
+    """Debian's ``docker-registry`` (the CNCF distribution registry, what Harbor and most mirrors
+    run) on 127.0.0.1 with a filesystem store in ``directory``: an OCI registry to mirror into."""
+
+    what = "docker-registry"
+
+    @property
+    def address(self) -> str:
+        """``127.0.0.1:PORT``, as image references name it."""
+        assert self.port is not None, "start() the registry first"
+        return f"{HOST}:{self.port}"
+
+    def command(self, port: int) -> list[str]:
+        config = self.directory / "config.yml"
+        config.write_text(
+            "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
+            f"    rootdirectory: {self.directory / 'data'}\n  delete:\n    enabled: true\n"
+            f"http:\n  addr: {HOST}:{port}\n",
+            encoding="utf-8",
+        )
+        return [self.binary, "serve", str(config)]
+
+    def answers(self) -> bool:
+        try:
+            with socket.create_connection((HOST, self.port or 0), timeout=0.5) as sock:
+                sock.sendall(b"GET /v2/ HTTP/1.0\r\n\r\n")
+                status = sock.recv(64)
+                return status.startswith(b"HTTP/1.") and b" 200 " in status
+        except OSError:
+            return False
+
+
+@pytest.fixture(scope="session")
+def distribution_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DistributionRegistry]:
+    """A private CNCF distribution registry (Debian's docker-registry, `make services`)."""
+    binary = shutil.which("docker-registry")
+    require(binary is not None, "the distribution registry (docker-registry, `make services`)")
+    assert binary is not None
+    server = DistributionRegistry(binary, tmp_path_factory.mktemp("distribution"))
+    server.start(timeout=15)
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 # --- Every test ------------------------------------------------------------------------------------

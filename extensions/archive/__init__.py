@@ -65,7 +65,13 @@ from extensions.archive._common import (
     PackageInfo,
 )
 from extensions.archive.build import Rebuilt, build_package, rebuild_check, select_files
-from extensions.archive.inspect import extract_source_archive, inspect_package, read_readme, safe_extract
+from extensions.archive.inspect import (
+    extract_source_archive,
+    inspect_package,
+    read_readme,
+    safe_extract,
+    uncompressed_sha256,
+)
 
 __all__ = [
     "COMPRESSLEVEL",
@@ -84,4 +90,5 @@ __all__ = [
     "rebuild_check",
     "safe_extract",
     "select_files",
+    "uncompressed_sha256",
 ]

@@ -77,6 +77,7 @@ class PackageInfo:
     manifest_text: str  # extension.toml
     readme_text: str | None  # the README named by extension.toml, at most README_MAX_BYTES
     manifest: Manifest  # extension.toml, parsed and validated (once, while the package was read)
+    tar_sha256: str = ""  # of the uncompressed tar (the OCI layer's DiffID)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -101,6 +101,7 @@ class _GunzipReader:
         self._started = False
         self._done = False
         self.size = 0
+        self.sha = hashlib.sha256()  # of the uncompressed tar: the OCI layer's DiffID
 
     def read(self, size: int = -1) -> bytes:
         if size is None or size <= 0:
@@ -144,6 +145,7 @@ class _GunzipReader:
             self._maybe_more_output = len(out) == size
             if out:
                 self.size += len(out)
+                self.sha.update(out)
                 if self.size > self._limit:
                     raise _too_large(
                         f"the package decompresses to more than {self._limit} bytes; allowed: at most "
@@ -215,6 +217,7 @@ class _Scan:
     unpacked: int = 0
     sha256: str = ""
     size: int = 0
+    tar_sha256: str = ""
 
 
 class _Extractor:
@@ -385,6 +388,7 @@ class _Scanner:
             ) from None
         self.scan.sha256 = compressed.sha.hexdigest()
         self.scan.size = compressed.size
+        self.scan.tar_sha256 = gunzip.sha.hexdigest()
         if self.scan.members == 0:
             raise ArchiveError(
                 f"the package holds no tar members; allowed: a tar with NAME-VERSION/extension.toml ({REBUILD_HINT})",
@@ -676,11 +680,25 @@ def _package_info(scan: _Scan, files: tuple[FileEntry, ...], readme_text: str | 
         sha256=scan.sha256,
         size=scan.size,
         unpacked_size=scan.unpacked,
+        tar_sha256=scan.tar_sha256,
         files=files,
         manifest_text=scan.manifest_data.decode("utf-8"),
         readme_text=readme_text,
         manifest=scan.manifest,
     )
+
+
+def uncompressed_sha256(source: Path | IO[bytes], *, limits: Limits = DEFAULT_LIMITS) -> str:
+    """The sha256 of the tar inside a package (its OCI DiffID), decompressed in one bounded stream
+    with the checks of the inspection's gzip layer (`inspect_package` reports the same value as
+    ``PackageInfo.tar_sha256``); the tar itself is not parsed. A file object is read from its
+    current position and not closed."""
+    with contextlib.ExitStack() as stack:
+        f = stack.enter_context(open(source, "rb")) if isinstance(source, os.PathLike) else source
+        gunzip = _GunzipReader(_CompressedReader(f, limits), limits)
+        while gunzip.read(CHUNK):
+            pass
+        return gunzip.sha.hexdigest()
 
 
 def inspect_package(source: Path | BinaryIO, *, limits: Limits = DEFAULT_LIMITS) -> PackageInfo:
