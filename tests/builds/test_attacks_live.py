@@ -99,6 +99,8 @@ def package_bytes(tmp_path: Path, name: str, **kw: Any) -> bytes:
 def attack(registry: LiveRegistry, token: str, data: bytes, *, source: bool = False) -> tuple[dict[str, Any], Health]:
     """Publish (or build from source), follow the build to its end, watching /healthz all along."""
     url, field = ("/api/v1/builds/", "source") if source else ("/api/v1/extensions/", "file")
+    with Health(registry.url) as quiet:  # what /healthz costs on this machine right now, unattacked
+        time.sleep(1)
     with Health(registry.url) as health, httpx.Client(base_url=registry.url, timeout=120) as http:
         response = http.post(url, files={field: ("x.tar.gz", data)}, headers={"Authorization": f"Bearer {token}"})
         assert response.status_code < 500, response.text[:500]
@@ -109,7 +111,8 @@ def attack(registry: LiveRegistry, token: str, data: bytes, *, source: bool = Fa
             time.sleep(0.2)
             build = http.get(f"/api/v1/builds/{build['id']}/").json()["data"]
     assert not health.failures, health.failures
-    assert health.slowest < 1.0, f"/healthz took {health.slowest:.2f} s during the attack"
+    # Within a second (plus what a busy test machine adds to any request, measured just before).
+    assert health.slowest < 1.0 + quiet.slowest, f"/healthz took {health.slowest:.2f} s during the attack"
     return build, health
 
 
