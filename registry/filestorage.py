@@ -1,10 +1,11 @@
 """File storage whose objects appear whole or not at all: each file is written to a temporary file
 beside its key, flushed to disk, then linked into place with ``os.link``, which fails if the key
 exists. A reader (or a concurrent publish of the same bytes) never sees a half-written package,
-and nothing is ever overwritten."""
+and nothing is ever overwritten (`replace` aside: the static index's documents are mutable)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from typing import Any
@@ -13,6 +14,25 @@ from django.core.files.storage import FileSystemStorage
 
 
 class AtomicFileSystemStorage(FileSystemStorage):
+    def replace(self, name: str, data: bytes) -> None:
+        """Write name whole, replacing it if it exists (for the few mutable files: the static
+        index): a temporary file beside it, flushed, then renamed over it."""
+        full_path = self.path(name)
+        directory = os.path.dirname(full_path)
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".incoming-")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(tmp, self.file_permissions_mode if self.file_permissions_mode is not None else 0o644)
+            os.replace(tmp, full_path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+
     def _save(self, name: str, content: Any) -> str:
         full_path = self.path(name)
         directory = os.path.dirname(full_path)

@@ -865,8 +865,12 @@ def distribution_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 @pytest.fixture(autouse=True)
 def _fresh_caches() -> None:
-    """Throttle counters and cached pages never leak from one test into the next."""
+    """Throttle counters, cached pages and buffered download counts never leak from one test into
+    the next."""
     from django.core.cache import caches
+
+    from registry import downloadcounts
 
     for cache in caches.all(initialized_only=True):
         cache.clear()
+    downloadcounts.discard_local()
