@@ -258,3 +258,14 @@ def test_a_version_published_after_a_miss_is_served_at_once(
     assert call(fast_app, url).status == 404  # misses are never cached
     publisher("etcd", "3.5.9")
     assert call(fast_app, url).status == 200
+
+
+def test_a_cached_version_is_answered_right_after_a_yank(
+    apps: tuple[Any, DownloadFastPath], etcd: dict[str, Any], user: Any
+) -> None:
+    url = URL.format(name="etcd", version="3.5.9")
+    before = call(apps[1], url)  # now cached
+    services.version_yank(actor=Actor(user=user), name="etcd", version="3.5.9", reason="broken")
+    view, fast = both(apps, url)
+    assert_same(view, fast)
+    assert (fast.status, fast.body, fast.headers) == (before.status, before.body, before.headers)  # still downloadable
