@@ -18,6 +18,43 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
+
+
+def version_row(*, extension: Any, text: str, digest: str, size: int, key: str, user: Any) -> Any:
+    """An unsaved Version row of the extension as publishing would make it (a taskserv that
+    provides its own name), with that package digest, size and storage key."""
+    from extensions.versions import SemVer
+    from registry.models import Version
+
+    name = extension.name
+    version = SemVer.parse(text)
+    manifest = {
+        "name": name,
+        "version": text,
+        "type": "taskserv",
+        "description": f"{name} (bench)",
+        "compatibility": {"provisioning_version": ">=1.0.0"},
+        "provides": {"taskservs": [name]},
+        "dependencies": [],
+    }
+    return Version(
+        extension=extension,
+        version=text,
+        canonical=str(version.without_build()),
+        major=version.major,
+        minor=version.minor,
+        patch=version.patch,
+        type="taskserv",
+        description=f"{name} (bench)",
+        manifest=manifest,
+        manifest_text="",
+        provisioning_version=">=1.0.0",
+        sha256=digest,
+        size=size,
+        storage_key=key,
+        published_by=user,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,7 +92,6 @@ def main(argv: list[str] | None = None) -> int:
             rows = []
             for record in items:
                 text = record["version"]
-                version = SemVer.parse(text)
                 if record.get("file"):
                     path = Path(record["file"])
                     digest = hashlib.sha256(path.read_bytes()).hexdigest()
@@ -65,34 +101,7 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     digest = hashlib.sha256(f"{name}-{text}".encode()).hexdigest()
                     size, key = 1024, storage.package_key(digest)
-                manifest = {
-                    "name": name,
-                    "version": text,
-                    "type": "taskserv",
-                    "description": f"{name} (bench)",
-                    "compatibility": {"provisioning_version": ">=1.0.0"},
-                    "provides": {"taskservs": [name]},
-                    "dependencies": [],
-                }
-                rows.append(
-                    Version(
-                        extension=extension,
-                        version=text,
-                        canonical=str(version.without_build()),
-                        major=version.major,
-                        minor=version.minor,
-                        patch=version.patch,
-                        type="taskserv",
-                        description=f"{name} (bench)",
-                        manifest=manifest,
-                        manifest_text="",
-                        provisioning_version=">=1.0.0",
-                        sha256=digest,
-                        size=size,
-                        storage_key=key,
-                        published_by=user,
-                    )
-                )
+                rows.append(version_row(extension=extension, text=text, digest=digest, size=size, key=key, user=user))
             created = Version.objects.bulk_create(rows)
             Provide.objects.bulk_create(
                 [Provide(version=v, kind="taskserv", name=name, confusable_key=confusable_key(name)) for v in created]

@@ -17,7 +17,6 @@ from __future__ import annotations
 import base64
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -71,13 +70,9 @@ class Process:
         self.pgids = self.pgids or [self.popen.pid]
 
     def stop(self) -> None:
-        if self.popen.poll() is None:
-            try:
-                os.killpg(self.popen.pid, signal.SIGTERM)
-                self.popen.wait(15)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                os.killpg(self.popen.pid, signal.SIGKILL)
-                self.popen.wait(10)
+        from tests.services import stop_process_group
+
+        stop_process_group(self.popen, timeout=15)
 
 
 def spawn(

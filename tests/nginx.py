@@ -17,13 +17,12 @@ import atexit
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import time
 from pathlib import Path
 
-from tests.services import BASE_DIR, HOST
+from tests.services import BASE_DIR, HOST, stop_process_group
 
 DEPLOY_DOC = BASE_DIR / "docs" / "deploy.md"
 # The placeholders of docs/deploy.md's nginx configuration.
@@ -134,13 +133,6 @@ http {{
         return self.error_log.read_text(errors="replace")[-4000:] if self.error_log.exists() else ""
 
     def stop(self) -> None:
-        if self.process is None:
-            return
-        if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGTERM)
-                self.process.wait(10)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(10)
+        if self.process is not None:
+            stop_process_group(self.process)
         self.process = None

@@ -103,6 +103,21 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def stop_process_group(process: subprocess.Popen[bytes], timeout: float = 10) -> None:
+    """SIGTERM to the process group a server was started in (start_new_session=True), then
+    SIGKILL if it has not exited within the timeout."""
+    if process.poll() is not None:
+        return
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout)
+    except ProcessLookupError:
+        return
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout)
+
+
 def _wait_until(check: Callable[[], bool], timeout: float, interval: float = 0.02) -> bool:
     deadline = time.monotonic() + timeout
     while True:

@@ -39,6 +39,10 @@ def daily(name: str) -> dict[tuple[str, str], int]:
     return {(r.version.version, r.day.isoformat()): r.count for r in rows.select_related("version")}
 
 
+def database_down(batch: Any) -> int:
+    raise RuntimeError("database down")
+
+
 @pytest.fixture
 def two(publisher: Publisher) -> None:
     publisher("etcd", "3.5.9")
@@ -109,12 +113,8 @@ def test_a_failed_write_puts_the_counts_back(two: None, monkeypatch: pytest.Monk
     version = Version.objects.get(extension__name="redis")
     for _ in range(3):
         downloadcounts.record(version.pk)
-
-    def broken(batch: Any) -> int:
-        raise RuntimeError("database down")
-
     with monkeypatch.context() as patched:
-        patched.setattr(downloadcounts, "write", broken)
+        patched.setattr(downloadcounts, "write", database_down)
         with pytest.raises(RuntimeError):
             downloadcounts.flush()
     assert downloadcounts.pending_local() == 3
@@ -158,12 +158,8 @@ def test_with_redis_a_failed_write_puts_the_batch_back(two: None, shared: Any, m
     version = Version.objects.get(extension__name="redis")
     downloadcounts.record(version.pk)
     downloadcounts.record(version.pk)
-
-    def broken(batch: Any) -> int:
-        raise RuntimeError("database down")
-
     with monkeypatch.context() as patched:
-        patched.setattr(downloadcounts, "write", broken)
+        patched.setattr(downloadcounts, "write", database_down)
         with pytest.raises(RuntimeError):
             downloadcounts.drain_shared()
     assert downloadcounts.drain_shared() == 2
