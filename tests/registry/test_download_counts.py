@@ -179,3 +179,30 @@ def test_while_redis_is_down_downloads_still_work_and_are_counted_here(
     assert downloadcounts.pending_local() == 2
     assert downloadcounts.flush() == 2  # the buffer is written; the Redis drain is skipped
     assert totals("redis") == (2, {"7.2.4": 2})
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+def test_with_a_broker_the_beat_task_on_a_worker_writes_the_shared_counts(
+    live_db_url: str, celery_worker_factory: Any, settings: Any, tmp_path: Any
+) -> None:
+    import time
+
+    from registry.celery import app
+    from tests.factories import make_token, make_user, package, publish
+
+    worker = celery_worker_factory()  # this process now sends tasks to its broker, Redis
+    settings.REGISTRY_DOWNLOADS_REDIS_URL = settings.CELERY_BROKER_URL  # as registry.settings derives it
+    client = Client()
+    token = make_token(make_user("alice"))
+    assert publish(client, token, package(tmp_path, "redis", "7.2.4")).status_code == 202
+    deadline = time.monotonic() + 60
+    while not Version.objects.filter(extension__name="redis").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)  # the worker builds it
+    for _ in range(4):
+        download(client, "redis", "7.2.4")
+    assert downloadcounts.pending_local() == 0 and totals("redis")[0] == 0
+    app.send_task("registry.flush_downloads")  # what Celery beat sends every 5 s
+    while totals("redis")[0] < 4 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert totals("redis") == (4, {"7.2.4": 4}), worker.output()[-2000:]
