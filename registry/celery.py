@@ -18,7 +18,8 @@ app.conf.beat_schedule = {
     "reap-stale-builds": {"task": "builds.reap_stale_builds", "schedule": 10.0},
     # Objects no row references (a crash between storing and committing) are removed.
     "sweep-storage": {"task": "builds.sweep_storage", "schedule": 3600.0},
-    # Download counts written in batches (registry.downloadcounts), at most this often.
+    # Download counts written in batches (registry.downloadcounts); the schedule is
+    # REGISTRY_DOWNLOADS_FLUSH_SECONDS, set in RegistryConfig.ready.
     "flush-downloads": {"task": "registry.flush_downloads", "schedule": 5.0},
     # Static index files left behind their rows by a crash (registry.staticindex).
     "repair-static-index": {"task": "registry.repair_static_index", "schedule": 60.0},
