@@ -32,11 +32,10 @@ def main(argv: list[str] | None = None) -> int:
     from django.db import transaction
 
     from bench.catalogue import generate_catalogue
-    from bench.load_packages import version_row
-    from extensions.names import confusable_key
+    from bench.load_packages import owned_extension, version_row
     from registry import storage
     from registry.indexdocs import refresh_index
-    from registry.models import Extension, Ownership, Version
+    from registry.models import Version
 
     call_command("migrate", verbosity=0)
     user, _ = get_user_model().objects.get_or_create(username="bench")
@@ -46,10 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         by_name.setdefault(str(record["name"]), []).append(record)
     with transaction.atomic():
         for name, items in by_name.items():
-            extension = Extension.objects.create(
-                name=name, confusable_key=confusable_key(name), type="taskserv", description=f"{name} (bench)"
-            )
-            Ownership.objects.create(extension=extension, user=user)
+            extension = owned_extension(name, user)
             rows = []
             for record in items:
                 text = str(record["version"])

@@ -57,6 +57,18 @@ def version_row(*, extension: Any, text: str, digest: str, size: int, key: str, 
     )
 
 
+def owned_extension(name: str, user: Any) -> Any:
+    """A new taskserv extension row owned by user."""
+    from extensions.names import confusable_key
+    from registry.models import Extension, Ownership
+
+    extension = Extension.objects.create(
+        name=name, confusable_key=confusable_key(name), type="taskserv", description=f"{name} (bench)"
+    )
+    Ownership.objects.create(extension=extension, user=user)
+    return extension
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.load_packages")
     parser.add_argument("records", help="a JSON file of version records")
@@ -74,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     from extensions.versions import SemVer
     from registry import storage
     from registry.indexdocs import refresh_index
-    from registry.models import Extension, Ownership, Provide, Version
+    from registry.models import Provide, Version
     from registry.staticindex import static_index_repair
 
     call_command("migrate", verbosity=0)
@@ -85,10 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         by_name.setdefault(record["name"], []).append(record)
     with transaction.atomic():
         for name, items in by_name.items():
-            extension = Extension.objects.create(
-                name=name, confusable_key=confusable_key(name), type="taskserv", description=f"{name} (bench)"
-            )
-            Ownership.objects.create(extension=extension, user=user)
+            extension = owned_extension(name, user)
             rows = []
             for record in items:
                 text = record["version"]
