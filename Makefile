@@ -37,14 +37,16 @@ $(TOOLS)/bin/nu:
 tools: $(TOOLS)/bin/nu
 
 # Debian packages for the real services the tests start themselves (PostgreSQL, Redis, the CNCF
-# distribution registry), the benchmark's load generator (wrk), the browser the catalog's browser
-# test drives (Chromium) and the OCI client the OCI tests drive (skopeo), installed with apt-get as
-# root (or through password-less sudo).
+# distribution registry, nginx in front of the registry as docs/deploy.md configures it), the
+# benchmark's load generator (wrk), the browser the catalog's browser test drives (Chromium) and
+# the OCI client the OCI tests drive (skopeo), installed with apt-get as root (or through
+# password-less sudo).
 services:
 	@missing=""; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
 	command -v wrk >/dev/null || missing="$$missing wrk"; \
+	test -x /usr/sbin/nginx || missing="$$missing nginx"; \
 	test -x /usr/bin/chromium || missing="$$missing chromium"; \
 	command -v skopeo >/dev/null || missing="$$missing skopeo"; \
 	command -v docker-registry >/dev/null || missing="$$missing docker-registry"; \

@@ -32,10 +32,10 @@ def main(argv: list[str] | None = None) -> int:
     from django.db import transaction
 
     from bench.catalogue import generate_catalogue
-    from extensions.names import confusable_key
-    from extensions.versions import SemVer
+    from bench.load_packages import owned_extension, version_row
+    from registry import storage
     from registry.indexdocs import refresh_index
-    from registry.models import Extension, Ownership, Version
+    from registry.models import Version
 
     call_command("migrate", verbosity=0)
     user, _ = get_user_model().objects.get_or_create(username="bench")
@@ -45,45 +45,17 @@ def main(argv: list[str] | None = None) -> int:
         by_name.setdefault(str(record["name"]), []).append(record)
     with transaction.atomic():
         for name, items in by_name.items():
-            extension = Extension.objects.create(
-                name=name, confusable_key=confusable_key(name), type="taskserv", description=f"{name} (bench)"
-            )
-            Ownership.objects.create(extension=extension, user=user)
+            extension = owned_extension(name, user)
             rows = []
             for record in items:
                 text = str(record["version"])
-                version = SemVer.parse(text)
                 deps = record["dependencies"]
                 assert isinstance(deps, dict)
                 digest = hashlib.sha256(f"{name}-{text}".encode()).hexdigest()
-                manifest = {
-                    "name": name,
-                    "version": text,
-                    "type": "taskserv",
-                    "description": f"{name} (bench)",
-                    "compatibility": {"provisioning_version": ">=1.0.0"},
-                    "provides": {"taskservs": [name]},
-                    "dependencies": [{"name": n, "constraint": c} for n, c in deps.items()],
-                }
-                rows.append(
-                    Version(
-                        extension=extension,
-                        version=text,
-                        canonical=text,
-                        major=version.major,
-                        minor=version.minor,
-                        patch=version.patch,
-                        type="taskserv",
-                        description=f"{name} (bench)",
-                        manifest=manifest,
-                        manifest_text="",
-                        provisioning_version=">=1.0.0",
-                        sha256=digest,
-                        size=1024,
-                        storage_key=f"sha256/{digest[:2]}/{digest}.tar.gz",
-                        published_by=user,
-                    )
-                )
+                key = storage.package_key(digest)
+                row = version_row(extension=extension, text=text, digest=digest, size=1024, key=key, user=user)
+                row.manifest["dependencies"] = [{"name": n, "constraint": c} for n, c in deps.items()]
+                rows.append(row)
             Version.objects.bulk_create(rows)
             refresh_index(extension)
             extension.save(update_fields=["index_json", "index_etag"])

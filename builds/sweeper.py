@@ -1,7 +1,8 @@
 """The periodic sweep: objects in package storage that no row references (a worker died between
 storing and committing, or a removal failed) and staged uploads of finished builds are removed
-once older than REGISTRY_SWEEP_GRACE_SECONDS (so in-flight publishes are never touched); then the
-temporary files of dead uploads and finished builds on this machine (`builds.workspace`)."""
+once older than REGISTRY_SWEEP_GRACE_SECONDS (so in-flight publishes are never touched); static
+index files that differ from their rows are rewritten (registry.staticindex); then the temporary
+files of dead uploads and finished builds on this machine (`builds.workspace`)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from builds.workspace import tmp_sweep
 from registry import services as catalog
 from registry import storage
 from registry.models import NameLock, PackageLock, Version
+from registry.staticindex import static_index_repair
 
 log = logging.getLogger(__name__)
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -53,7 +55,9 @@ def storage_sweep(*, grace_seconds: int | None = None) -> dict[str, int]:
 
 
 def sweep(*, grace_seconds: int | None = None) -> dict[str, int]:
-    """The whole periodic sweep: package storage, then this machine's temporary files."""
+    """The whole periodic sweep: package storage, the static index files (every one checked
+    against its row), then this machine's temporary files."""
     result = storage_sweep(grace_seconds=grace_seconds)
+    repaired = static_index_repair(grace_seconds=grace_seconds)
     temporary = tmp_sweep(grace_seconds=grace_seconds)
-    return {**result, "tmp_uploads": temporary["uploads"], "tmp_builds": temporary["builds"]}
+    return {**result, "static_index": repaired, "tmp_uploads": temporary["uploads"], "tmp_builds": temporary["builds"]}

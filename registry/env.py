@@ -129,6 +129,19 @@ def env_url(name: str, default: str, schemes: tuple[str, ...]) -> str:
     return value
 
 
+_URL_PREFIX = re.compile(r"^/([A-Za-z0-9._~-]+/)*$")
+
+
+def env_url_prefix(name: str, default: str = "") -> str:
+    """An absolute URL path prefix such as ``/_packages/`` (starting and ending with ``/``), or empty."""
+    value = env_str(name, default)
+    if value and not _URL_PREFIX.match(value):
+        raise ImproperlyConfigured(
+            f"{name}={value!r} is not a URL path prefix: use one that starts and ends with '/', such as /_packages/"
+        )
+    return value
+
+
 def env_rate(name: str, default: str) -> str:
     """A throttle rate in DRF's syntax: ``60/minute``, ``5/s``."""
     value = env_str(name, default)

@@ -1,51 +1,51 @@
-"""A WSGI fast path for the hottest read: ``GET``/``HEAD /api/v1/index/{name}``.
+"""WSGI fast paths for the two hottest reads, answered before Django's request machinery
+(middleware, URL resolution, request and response objects), which costs several times the work:
 
-Index documents are fetched by every client for every name it resolves, and they are
-pre-rendered on the extension's row (registry.indexdocs), so serving one is a single indexed
-SELECT. Going through Django's request machinery (middleware, URL resolution, request and response
-objects) costs several times that; this wrapper answers the well-formed requests itself, with the
-same bytes, ETag, 304 and cache headers as the view (registry.apis.resolve.index_document), and
-hands everything else — unknown names, bad names, other methods, database errors — to Django,
-whose view gives the proper error envelope. A test checks both paths give identical answers.
+- ``GET``/``HEAD /api/v1/index/{name}`` (`IndexFastPath`): index documents are pre-rendered on the
+  extension's row (registry.indexdocs), so serving one is a single indexed SELECT; same bytes,
+  ETag, 304 and cache headers as the view (registry.apis.resolve.index_document).
+- ``GET``/``HEAD /api/v1/extensions/{name}/versions/{version}/download`` (`DownloadFastPath`): at
+  most one indexed SELECT (none once name@version is cached: a version's package never changes),
+  then the answer of registry.delivery, the one the view gives too: the file through
+  ``wsgi.file_wrapper`` (gunicorn sends it with sendfile), X-Accel-Redirect, or the presigned
+  redirect. The download is counted outside the database (registry.downloadcounts).
+
+Each hands everything it does not serve — unknown names or versions, bad spellings, other methods,
+database or storage errors — to Django, whose view gives the proper error envelope. Tests check
+that both paths give identical answers, headers included (Django's middleware headers are added
+here as the middleware would: registry.httpheaders).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
-from typing import Any
+import os
+from collections.abc import Callable, Iterable, Iterator
+from typing import IO, Any
 
+from extensions.errors import VersionError
 from extensions.names import NAME_RE
+from extensions.versions import SemVer
+from registry import delivery, services, storage
+from registry.httpheaders import etag_matches, middleware_headers
+from registry.indexdocs import document_body
 
 log = logging.getLogger(__name__)
 
 PREFIX = "/api/v1/index/"
 CACHE_CONTROL = "public, max-age=0, must-revalidate"
-_ENVELOPE_HEAD = b'{"success":true,"data":'
 _QUERY = "SELECT index_etag, index_json FROM registry_extension WHERE name = %s"
+
+__all__ = ["CACHE_CONTROL", "PREFIX", "DownloadFastPath", "IndexFastPath", "etag_matches"]
 
 StartResponse = Callable[..., Any]
 WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 
 
-def etag_matches(header: str, etag: str) -> bool:
-    """Whether an If-None-Match header value matches the (quoted) etag; weak tags compare equal."""
-    if not header:
-        return False
-    if header.strip() == "*":
-        return True
-    for candidate in header.split(","):
-        candidate = candidate.strip()
-        if candidate.startswith("W/"):
-            candidate = candidate[2:]
-        if candidate == etag:
-            return True
-    return False
-
-
 class IndexFastPath:
     def __init__(self, app: WSGIApp) -> None:
         self.app = app
+        self._common: list[tuple[str, str]] | None = None
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
@@ -73,16 +73,88 @@ class IndexFastPath:
         if row is None or not row[1]:
             return None  # the view answers the 404 envelope
         etag = f'"{row[0]}"'
-        headers = [
-            ("ETag", etag),
-            ("Cache-Control", CACHE_CONTROL),
-            ("Vary", "Accept-Encoding"),
-            ("X-Content-Type-Options", "nosniff"),
-        ]
+        if self._common is None:
+            self._common = middleware_headers()
+        headers = [("ETag", etag), ("Cache-Control", CACHE_CONTROL), ("Vary", "Accept-Encoding"), *self._common]
         if etag_matches(environ.get("HTTP_IF_NONE_MATCH", ""), etag):
             start_response("304 Not Modified", headers)
             return []
-        body = _ENVELOPE_HEAD + row[1].encode("utf-8") + b"}"
+        body = document_body(row[1])
         headers += [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
         start_response("200 OK", headers)
         return [] if head else [body]
+
+
+DOWNLOAD_PREFIX = "/api/v1/extensions/"
+DOWNLOAD_SUFFIX = "/download"
+DOWNLOAD_ALLOW = "GET, HEAD, OPTIONS"  # what the view (DRF) announces
+CACHED_REFS = 10_000  # name@version entries kept per process (about 2 MB)
+_BLOCK = 256 * 1024
+_REASONS = {200: "200 OK", 302: "302 Found", 304: "304 Not Modified"}
+
+
+def _chunks(handle: IO[bytes]) -> Iterator[bytes]:
+    """The file in blocks, for a server without wsgi.file_wrapper."""
+    with handle:
+        while block := handle.read(_BLOCK):
+            yield block
+
+
+class DownloadFastPath:
+    def __init__(self, app: WSGIApp) -> None:
+        self.app = app
+        self._refs: dict[tuple[str, str], delivery.PackageRef] = {}
+        self._common: list[tuple[str, str]] | None = None
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        method = environ.get("REQUEST_METHOD", "")
+        if path.endswith(DOWNLOAD_SUFFIX) and path.startswith(DOWNLOAD_PREFIX) and method in ("GET", "HEAD"):
+            parts = path[len(DOWNLOAD_PREFIX) : -len(DOWNLOAD_SUFFIX)].split("/")
+            if len(parts) == 3 and parts[1] == "versions" and NAME_RE.match(parts[0]):
+                answer = self._serve(parts[0], parts[2], environ, start_response, head=method == "HEAD")
+                if answer is not None:
+                    return answer
+        return self.app(environ, start_response)
+
+    def _ref(self, name: str, version: str) -> delivery.PackageRef | None:
+        ref = self._refs.get((name, version))
+        if ref is None:
+            try:
+                canonical = str(SemVer.parse(version).without_build())
+            except VersionError:
+                return None  # the view answers the 400 that explains the spelling
+            ref = delivery.package_lookup(name=name, canonical=canonical)
+            if ref is None:
+                return None  # never cached: it may be published in a moment
+            if len(self._refs) >= CACHED_REFS:
+                self._refs.clear()
+            self._refs[(name, version)] = ref
+        return ref
+
+    def _serve(
+        self, name: str, version: str, environ: dict[str, Any], start_response: StartResponse, *, head: bool
+    ) -> Iterable[bytes] | None:
+        handle: IO[bytes] | None = None
+        try:
+            ref = self._ref(name, version)
+            if ref is None:
+                return None
+            reply = delivery.answer(ref, head=head, if_none_match=environ.get("HTTP_IF_NONE_MATCH", ""))
+            if reply.send_file:
+                handle = open(storage.file_path(ref.storage_key), "rb")  # noqa: SIM115 - the server closes it
+                if os.fstat(handle.fileno()).st_size != ref.size:
+                    handle.close()
+                    return None  # not the stored package: the view decides (it answers 503)
+        except Exception:
+            log.warning("download fast path: falling back to the view", exc_info=True)
+            return None
+        if self._common is None:
+            self._common = [("Allow", DOWNLOAD_ALLOW), *middleware_headers()]
+        if reply.counted:
+            services.version_record_download(version=ref)
+        start_response(_REASONS[reply.status], reply.headers + self._common)
+        if handle is None:
+            return []
+        wrapper = environ.get("wsgi.file_wrapper")
+        return wrapper(handle, _BLOCK) if wrapper is not None else _chunks(handle)

@@ -1,33 +1,65 @@
 """File storage whose objects appear whole or not at all: each file is written to a temporary file
 beside its key, flushed to disk, then linked into place with ``os.link``, which fails if the key
 exists. A reader (or a concurrent publish of the same bytes) never sees a half-written package,
-and nothing is ever overwritten."""
+and nothing is ever overwritten (`replace` aside: the static index's documents are mutable)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
+from collections.abc import Iterable
 from typing import Any
 
 from django.core.files.storage import FileSystemStorage
 
 
 class AtomicFileSystemStorage(FileSystemStorage):
-    def _save(self, name: str, content: Any) -> str:
+    def _temporary(self, name: str, chunks: Iterable[bytes | str]) -> tuple[str, str]:
+        """The chunks in a temporary file beside name, flushed to disk: (its path, name's path)."""
         full_path = self.path(name)
         directory = os.path.dirname(full_path)
         os.makedirs(directory, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=".incoming-")
         try:
             with os.fdopen(fd, "wb") as handle:
-                if hasattr(content, "seek"):
-                    content.seek(0)
-                for chunk in content.chunks():
+                for chunk in chunks:
                     handle.write(chunk if isinstance(chunk, bytes) else chunk.encode())
                 handle.flush()
                 os.fsync(handle.fileno())
             if self.file_permissions_mode is not None:
                 os.chmod(tmp, self.file_permissions_mode)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        return tmp, full_path
+
+    @staticmethod
+    def _sync_directory(path: str) -> None:
+        # The new directory entry is durable before a row can point at it.
+        dir_fd = os.open(os.path.dirname(path), os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    def replace(self, name: str, data: bytes) -> None:
+        """Write name whole, replacing it if it exists (for the few mutable files: the static
+        index): a temporary file beside it, flushed, then renamed over it."""
+        tmp, full_path = self._temporary(name, [data])
+        try:
+            os.replace(tmp, full_path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        self._sync_directory(full_path)
+
+    def _save(self, name: str, content: Any) -> str:
+        if hasattr(content, "seek"):
+            content.seek(0)
+        tmp, full_path = self._temporary(name, content.chunks())
+        try:
             while True:
                 try:
                     os.link(tmp, full_path)
@@ -37,10 +69,5 @@ class AtomicFileSystemStorage(FileSystemStorage):
                     full_path = self.path(name)
         finally:
             os.unlink(tmp)
-        # The new directory entry is durable before a version row can point at it.
-        dir_fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        self._sync_directory(full_path)
         return os.path.relpath(full_path, self.location).replace("\\", "/")

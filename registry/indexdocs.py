@@ -36,6 +36,12 @@ def render_document(name: str, versions: Iterable[Version]) -> tuple[str, str]:
     return data.decode("utf-8"), hashlib.sha256(data).hexdigest()
 
 
+def document_body(index_json: str) -> bytes:
+    """The bytes served at /api/v1/index/{name} (and stored as the static index file): the stored
+    document in the success envelope."""
+    return b'{"success":true,"data":' + index_json.encode("utf-8") + b"}"
+
+
 def refresh_index(extension: Extension) -> None:
     """Re-render and store the extension's index document (call inside the changing transaction)."""
     text, etag = render_document(extension.name, extension.versions.all())

@@ -122,6 +122,25 @@ class Version(models.Model):
         return f"{self.extension.name}@{self.version}"
 
 
+class DailyDownloads(models.Model):
+    """Downloads of one version on one day (UTC). Written in batches by
+    `registry.downloadcounts.flush` (never on the download path); the totals on Version and
+    Extension are advanced in the same transaction, so the two always agree."""
+
+    version = models.ForeignKey(Version, on_delete=models.CASCADE, related_name="daily_downloads")
+    day = models.DateField()
+    count = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints: ClassVar[list[Any]] = [
+            models.UniqueConstraint(fields=("version", "day"), name="daily_downloads_unique"),
+        ]
+        indexes: ClassVar[list[Any]] = [models.Index(fields=("day",))]
+
+    def __str__(self) -> str:
+        return f"{self.version_id} {self.day}: {self.count}"
+
+
 class Dependency(models.Model):
     """An extension dependency of a version (``name constraint``)."""
 

@@ -14,7 +14,6 @@ from typing import IO, Any
 
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
-from django.db.models import F
 from django.utils import timezone
 
 from extensions.archive import PackageInfo
@@ -22,7 +21,8 @@ from extensions.kinds import KINDS, SINGULAR
 from extensions.manifest import Manifest
 from extensions.names import RESERVED_NAMES, confusable_key, confusable_keys
 from extensions.versions import SemVer
-from registry import oci, storage
+from registry import downloadcounts, oci, storage
+from registry.delivery import PackageRef
 from registry.errors import (
     BadRequest,
     Forbidden,
@@ -46,6 +46,7 @@ from registry.models import (
     Version,
 )
 from registry.selectors import check_name
+from registry.staticindex import static_index_refresh
 from registry.tokens import DEFAULT_SCOPES, Actor, generate_token, scope_problem, token_digest
 
 log = logging.getLogger(__name__)
@@ -147,11 +148,13 @@ def _check_provides(actor: Actor, manifest: Manifest, extension: Extension | Non
         for provided in manifest.provides.get(kind, ()):
             keys = confusable_keys(provided)
             clashes = (
-                Provide.objects.filter(kind=singular, confusable_key__in=keys)
+                Provide.objects.filter(confusable_key__in=keys)
                 .exclude(version__extension__name=manifest.name)
                 .select_related("version__extension")
             )
-            for clash in clashes:
+            # The kind is matched here, not in SQL: with it there, SQLite's planner walks the
+            # (kind, name) index, every provide of the kind, and publishing grows with the catalogue.
+            for clash in (c for c in clashes if c.kind == singular):
                 other = clash.version.extension
                 if _is_owner(other, actor):
                     continue
@@ -425,6 +428,7 @@ def extension_refresh(extension: Extension) -> None:
         keywords = latest.manifest.get("keywords") or []
         extension.keywords_text = ("," + ",".join(keywords) + ",") if keywords else ""
     refresh_index(extension)
+    static_index_refresh(extension)
     extension.save(
         update_fields=[
             "latest_version",
@@ -514,9 +518,10 @@ def version_unyank(*, actor: Actor, name: str, version: str) -> Version:
     return row
 
 
-def version_record_download(*, version: Version) -> None:
-    Version.objects.filter(pk=version.pk).update(downloads=F("downloads") + 1)
-    Extension.objects.filter(pk=version.extension_id).update(downloads=F("downloads") + 1)
+def version_record_download(*, version: Version | PackageRef) -> None:
+    """Count a download: no database write here (registry.downloadcounts buffers it and writes
+    counts in batches, per version per day and in total)."""
+    downloadcounts.record(version.pk)
 
 
 # --- owners ---------------------------------------------------------------------------------------

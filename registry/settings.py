@@ -18,6 +18,7 @@ from registry.env import (
     env_size,
     env_str,
     env_url,
+    env_url_prefix,
     secret_key,
 )
 
@@ -213,6 +214,21 @@ else:
             "OPTIONS": {"MAX_ENTRIES": 10_000},
         }
     }
+
+# --- Downloads and the static index ------------------------------------------------------------
+# Download counts never write on the download path: they are buffered (in each process, or in
+# Redis when CACHE_URL or the broker is Redis) and written in batches every this many seconds
+# (registry.downloadcounts); a crash loses at most one interval of counts.
+REGISTRY_DOWNLOADS_FLUSH_SECONDS = env_int("REGISTRY_DOWNLOADS_FLUSH_SECONDS", 5, minimum=1)
+REGISTRY_DOWNLOADS_REDIS_URL = next(
+    (url for url in (_cache_url, CELERY_BROKER_URL) if url.startswith(("redis://", "rediss://", "unix://"))), ""
+)
+# Behind nginx: answer package downloads (files storage) with X-Accel-Redirect to this internal
+# location, so nginx sends the bytes (docs/deploy.md has the configuration). Empty: gunicorn does.
+REGISTRY_ACCEL_REDIRECT = env_url_prefix("REGISTRY_ACCEL_REDIRECT", "")
+# Every index document is also written to package storage as index/NAME after each change, for
+# nginx or a CDN to serve /api/v1/index/ without Python (registry.staticindex).
+REGISTRY_STATIC_INDEX = env_bool("REGISTRY_STATIC_INDEX", True)
 
 # --- API ---------------------------------------------------------------------------------------
 REGISTRY_RATE_PUBLISH = env_rate("REGISTRY_RATE_PUBLISH", "60/minute")

@@ -112,6 +112,11 @@ def open_file(key: str) -> IO[bytes]:
     return cast(IO[bytes], _call("open", _storage().open, key, "rb"))
 
 
+def file_path(key: str) -> str:
+    """The local path of an object (files storage only)."""
+    return str(_storage().path(key))
+
+
 def download_to(key: str, target: IO[bytes]) -> None:
     """Copy an object into an open local file, in chunks."""
     with open_file(key) as source:
@@ -120,6 +125,40 @@ def download_to(key: str, target: IO[bytes]) -> None:
         except _ERRORS as exc:
             raise StorageUnavailable() from exc
     target.flush()
+
+
+def read_small(key: str) -> bytes | None:
+    """The bytes of a small object, or None if there is none."""
+    store = _storage()
+    if is_s3():
+        from botocore.exceptions import ClientError
+
+        try:
+            obj = store.bucket.Object(store._normalize_name(key))  # type: ignore[attr-defined]
+            return bytes(_call("get", lambda: obj.get()["Body"].read()))
+        except StorageUnavailable as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ClientError) and cause.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                return None
+            raise
+    try:
+        with open(store.path(key), "rb") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StorageUnavailable() from exc
+
+
+def replace(key: str, data: bytes, *, content_type: str) -> None:
+    """Write a small mutable object (the static index), replacing what is there: readers see
+    the old bytes or the new ones, never a mix. Package objects are never written this way."""
+    store = _storage()
+    if is_s3():
+        obj = store.bucket.Object(store._normalize_name(key))  # type: ignore[attr-defined]
+        _call("put", lambda: obj.put(Body=data, ContentType=content_type))
+    else:
+        _call("replace", store.replace, key, data)  # type: ignore[attr-defined]
 
 
 def presigned_url(key: str, *, filename: str) -> str:

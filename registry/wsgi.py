@@ -4,8 +4,12 @@ import os
 
 from django.core.wsgi import get_wsgi_application
 
-from registry.fastpath import IndexFastPath
-
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "registry.settings")
-# Index documents are answered before Django's request machinery (registry/fastpath.py).
-application = IndexFastPath(get_wsgi_application())
+django_application = get_wsgi_application()
+
+from registry.background import starting  # noqa: E402 - needs the apps loaded
+from registry.fastpath import DownloadFastPath, IndexFastPath  # noqa: E402
+
+# Index documents and package downloads are answered before Django's request machinery
+# (registry/fastpath.py); every process runs its background work (registry/background.py).
+application = starting(DownloadFastPath(IndexFastPath(django_application)))

@@ -103,6 +103,21 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def stop_process_group(process: subprocess.Popen[bytes], timeout: float = 10) -> None:
+    """SIGTERM to the process group a server was started in (start_new_session=True), then
+    SIGKILL if it has not exited within the timeout."""
+    if process.poll() is not None:
+        return
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout)
+    except ProcessLookupError:
+        return
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout)
+
+
 def _wait_until(check: Callable[[], bool], timeout: float, interval: float = 0.02) -> bool:
     deadline = time.monotonic() + timeout
     while True:
@@ -865,8 +880,12 @@ def distribution_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 @pytest.fixture(autouse=True)
 def _fresh_caches() -> None:
-    """Throttle counters and cached pages never leak from one test into the next."""
+    """Throttle counters, cached pages and buffered download counts never leak from one test into
+    the next."""
     from django.core.cache import caches
+
+    from registry import downloadcounts
 
     for cache in caches.all(initialized_only=True):
         cache.clear()
+    downloadcounts.discard_local()

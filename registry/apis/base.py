@@ -22,7 +22,7 @@ from rest_framework.views import APIView
 from registry import openapi as _openapi  # noqa: F401 - registers the authentication schemes
 from registry.authentication import BearerTokenAuthentication, client_address
 from registry.errors import BadRequest
-from registry.fastpath import etag_matches
+from registry.httpheaders import etag_matches
 from registry.models import ApiToken
 from registry.parsers import SafeJSONParser
 from registry.tokens import Actor

@@ -17,7 +17,9 @@ from registry import resolution
 from registry.apis.base import ApiView, ResolveThrottle, base_url, ok, validated
 from registry.errors import NotFound
 from registry.exception_handler import error_body
-from registry.fastpath import CACHE_CONTROL, etag_matches
+from registry.fastpath import CACHE_CONTROL
+from registry.httpheaders import etag_matches
+from registry.indexdocs import document_body
 from registry.models import Extension
 
 
@@ -44,8 +46,7 @@ def index_document(request: HttpRequest, name: str) -> HttpResponse:
     headers = {"ETag": etag, "Cache-Control": CACHE_CONTROL, "Vary": "Accept-Encoding"}
     if etag_matches(request.META.get("HTTP_IF_NONE_MATCH", ""), etag):
         return HttpResponse(status=304, headers=headers)
-    body = b'{"success":true,"data":' + row[1].encode("utf-8") + b"}"
-    return HttpResponse(body, content_type="application/json", headers=headers)
+    return HttpResponse(document_body(row[1]), content_type="application/json", headers=headers)
 
 
 class ResolveInput(serializers.Serializer):

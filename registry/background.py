@@ -1,0 +1,91 @@
+"""The registry's background work in each web process: one daemon thread, started by the
+process's first request (`start_once`, called by registry.wsgi before the fast paths, which
+Django's request signals never see), when REGISTRY_HOUSEKEEPING is on. Every
+REGISTRY_DOWNLOADS_FLUSH_SECONDS it
+
+- writes the download counts this process buffered (registry.downloadcounts), and, at exit, the
+  last ones (a graceful stop loses none);
+- in embedded mode (no broker, so no Celery beat): drains the shared Redis counts if there are
+  any, and repairs the static index files of extensions changed lately (all of them on its first
+  pass, so a process that died between a commit and its file write is repaired by the next).
+
+Every pass is wrapped so that a failure is logged, never raised. (builds.housekeeping is the
+builds' own thread: stale builds and temporary files.)"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import close_old_connections, connection
+from django.utils import timezone
+
+from registry import downloadcounts
+from registry.staticindex import static_index_repair
+
+log = logging.getLogger(__name__)
+
+#: how far back each pass looks for extensions whose static index file may need a repair
+REPAIR_WINDOW = timedelta(minutes=10)
+
+_started_in: int | None = None
+_lock = threading.Lock()
+
+
+def start_once() -> None:
+    """Start this process's background thread, once (cheap to call on every request)."""
+    global _started_in
+    if _started_in == os.getpid() or not settings.REGISTRY_HOUSEKEEPING:
+        return
+    with _lock:
+        if _started_in == os.getpid():
+            return
+        _started_in = os.getpid()
+    threading.Thread(target=_loop, name="registry-background", daemon=True).start()
+    atexit.register(_flush_at_exit)
+
+
+def _flush_at_exit() -> None:
+    try:
+        downloadcounts.flush_local()
+    except Exception:  # at exit, a log line is all that is left to give
+        log.warning("download counts: the last ones could not be written", exc_info=True)
+
+
+def run_pass(*, first: bool) -> None:
+    """One pass of the background work (see the module's docstring)."""
+    downloadcounts.flush_local()
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        downloadcounts.drain_shared()
+        static_index_repair(updated_since=None if first else timezone.now() - REPAIR_WINDOW)
+
+
+def _loop() -> None:
+    interval = float(settings.REGISTRY_DOWNLOADS_FLUSH_SECONDS)
+    first = True
+    while True:
+        try:
+            close_old_connections()
+            run_pass(first=first)
+            first = False
+        except Exception:
+            log.warning("registry background work failed; trying again", exc_info=True)
+        finally:
+            connection.close()
+        time.sleep(interval)
+
+
+def starting(app: Any) -> Any:
+    """A WSGI application that starts the background thread before answering its first request."""
+
+    def application(environ: dict[str, Any], start_response: Any) -> Any:
+        start_once()
+        return app(environ, start_response)
+
+    return application

@@ -1,0 +1,209 @@
+"""Download counts, kept off the download path: a download never writes to the database.
+
+`record` adds one to a counter outside the database, keyed by version and day (UTC): a Redis hash
+when REGISTRY_DOWNLOADS_REDIS_URL is set (CACHE_URL, else the broker, when it is Redis), so every
+process on every machine shares it; otherwise a buffer in this process. `flush` writes what has
+accumulated in one transaction: the per-day rows (`DailyDownloads`) and the totals of each version
+and extension, advanced together so that they always agree.
+
+Who flushes, every REGISTRY_DOWNLOADS_FLUSH_SECONDS: each web process's background thread
+(`registry.background`) its own buffer, and in embedded mode (no broker, so no Celery beat) the
+Redis hash too; with a broker, Celery beat's ``registry.flush_downloads`` drains the Redis hash.
+
+What a crash costs: counts buffered in a process that is killed (SIGKILL, power loss) are lost,
+at most one flush interval of that process's downloads; a graceful stop (SIGTERM) flushes at exit.
+A Redis batch is taken atomically (RENAME), so two flushers never write the same counts; a batch
+whose database write fails is put back; a flusher killed between taking a batch and committing it
+loses that batch (one interval). Counts are never written twice and never decrease. While Redis
+is unreachable, downloads are counted in the process buffer instead (and written from there).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import uuid
+from collections import Counter, defaultdict
+from datetime import date
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+
+from registry.models import DailyDownloads, Extension, Version
+
+log = logging.getLogger(__name__)
+
+PENDING_KEY = "registry:downloads:pending"
+_FLUSHING_PREFIX = "registry:downloads:flushing:"
+_REDIS_RETRY_SECONDS = 5.0  # after a Redis failure, count locally for this long before trying again
+_CHUNK = 500
+
+Key = tuple[int, str]  # (version id, day as YYYY-MM-DD in UTC)
+
+_lock = threading.Lock()
+_pending: Counter[Key] = Counter()
+_redis: tuple[str, Any] | None = None  # (url, client) of this process
+_redis_down_until = 0.0
+
+
+def _reset_after_fork() -> None:
+    # Counts buffered before a fork belong to the parent; the child starts empty.
+    global _lock, _pending, _redis
+    _lock, _pending, _redis = threading.Lock(), Counter(), None
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def _today() -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime())
+
+
+def _client() -> Any | None:
+    """This process's Redis client, or None without Redis (or for a while after it failed)."""
+    global _redis
+    url = settings.REGISTRY_DOWNLOADS_REDIS_URL
+    if not url or time.monotonic() < _redis_down_until:
+        return None
+    if _redis is None or _redis[0] != url:
+        import redis
+
+        _redis = (url, redis.Redis.from_url(url, socket_timeout=1.0, socket_connect_timeout=0.5))
+    return _redis[1]
+
+
+def _redis_failed(what: str, exc: Exception) -> None:
+    global _redis_down_until
+    _redis_down_until = time.monotonic() + _REDIS_RETRY_SECONDS
+    log.warning("download counts: Redis %s failed (%s); counting in this process for now", what, exc)
+
+
+def record(version_id: int) -> None:
+    """Count one download of a version. No database access; never raises for a counter outage."""
+    key = (version_id, _today())
+    client = _client()
+    if client is not None:
+        try:
+            client.hincrby(PENDING_KEY, f"{key[0]}:{key[1]}", 1)
+            return
+        except Exception as exc:  # noqa: BLE001 - a counter outage must never fail a download
+            _redis_failed("HINCRBY", exc)
+    with _lock:
+        _pending[key] += 1
+
+
+def pending_local() -> int:
+    """Downloads counted in this process and not yet written."""
+    with _lock:
+        return sum(_pending.values())
+
+
+def discard_local() -> int:
+    """Forget the counts buffered in this process (for tests: between two tests, ids are reused)."""
+    global _pending
+    with _lock:
+        dropped, _pending = sum(_pending.values()), Counter()
+    return dropped
+
+
+def flush_local() -> int:
+    """Write this process's buffer to the database; on failure, the counts go back into it."""
+    global _pending
+    with _lock:
+        batch, _pending = _pending, Counter()
+    if not batch:
+        return 0
+    try:
+        return write(batch)
+    except Exception:
+        with _lock:
+            _pending.update(batch)
+        raise
+
+
+def drain_shared() -> int:
+    """Write the counts accumulated in Redis to the database (nothing without Redis)."""
+    client = _client()
+    if client is None:
+        return 0
+    import redis
+
+    taken = _FLUSHING_PREFIX + uuid.uuid4().hex
+    try:
+        client.rename(PENDING_KEY, taken)
+    except redis.ResponseError:
+        return 0  # no such key: nothing was counted since the last flush
+    raw = client.hgetall(taken)
+    client.delete(taken)
+    batch: Counter[Key] = Counter()
+    for field, value in raw.items():
+        version, _, day = field.decode().partition(":")
+        batch[(int(version), day)] += int(value)
+    try:
+        return write(batch)
+    except Exception:
+        pipe = client.pipeline()
+        for (version_id, day), count in batch.items():
+            pipe.hincrby(PENDING_KEY, f"{version_id}:{day}", count)
+        pipe.execute()
+        raise
+
+
+def flush() -> int:
+    """Write every count this process can reach: its own buffer, then the shared Redis hash."""
+    written = flush_local()
+    try:
+        written += drain_shared()
+    except Exception as exc:
+        import redis
+
+        if not isinstance(exc, redis.RedisError):
+            raise
+        _redis_failed("flush", exc)
+    return written
+
+
+def _chunks(items: list[int]) -> list[list[int]]:
+    return [items[i : i + _CHUNK] for i in range(0, len(items), _CHUNK)]
+
+
+def write(batch: Counter[Key]) -> int:
+    """Add a batch of counts to the database in one transaction: a few statements per batch (one
+    per distinct count), whatever its size. Counts of versions that do not exist are dropped."""
+    wanted = sorted({version_id for version_id, _ in batch})
+    extension_of: dict[int, int] = {}
+    with transaction.atomic():
+        for chunk in _chunks(wanted):
+            extension_of.update(Version.objects.filter(pk__in=chunk).values_list("pk", "extension_id"))
+        batch = Counter({key: n for key, n in batch.items() if key[0] in extension_of and n > 0})
+        if not batch:
+            return 0
+        DailyDownloads.objects.bulk_create(
+            [DailyDownloads(version_id=v, day=date.fromisoformat(d), count=0) for v, d in batch],
+            ignore_conflicts=True,
+            batch_size=_CHUNK,
+        )
+        by_day_and_count: dict[tuple[str, int], list[int]] = defaultdict(list)
+        per_version: Counter[int] = Counter()
+        per_extension: Counter[int] = Counter()
+        for (version_id, day), n in batch.items():
+            by_day_and_count[(day, n)].append(version_id)
+            per_version[version_id] += n
+            per_extension[extension_of[version_id]] += n
+        for (day, n), ids in by_day_and_count.items():
+            for chunk in _chunks(ids):
+                DailyDownloads.objects.filter(day=date.fromisoformat(day), version_id__in=chunk).update(
+                    count=F("count") + n
+                )
+        for model, counts in ((Version, per_version), (Extension, per_extension)):
+            by_count: dict[int, list[int]] = defaultdict(list)
+            for pk, n in counts.items():
+                by_count[n].append(pk)
+            for n, ids in by_count.items():
+                for chunk in _chunks(ids):
+                    model.objects.filter(pk__in=chunk).update(downloads=F("downloads") + n)
+    return sum(batch.values())

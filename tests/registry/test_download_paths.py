@@ -1,0 +1,271 @@
+"""The download fast path (registry.fastpath.DownloadFastPath) and the Django view answer every
+download request identically — status, every header, body, whether it counts — and neither
+writes to the database: the fast path reads at most one row (none once name@version is cached)."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+from wsgiref.util import setup_testing_defaults
+
+import pytest
+from django.core.signals import request_finished, request_started
+from django.core.wsgi import get_wsgi_application
+from django.db import close_old_connections, connection
+from django.test.utils import CaptureQueriesContext
+
+from registry import downloadcounts, services, storage
+from registry.fastpath import DownloadFastPath
+from registry.models import DailyDownloads, Version
+from registry.tokens import Actor
+
+if TYPE_CHECKING:
+    from tests.factories import Publisher
+
+pytest_plugins = ["tests.factories"]
+
+URL = "/api/v1/extensions/{name}/versions/{version}/download"
+WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
+
+
+class FileWrapper:
+    """What gunicorn passes as wsgi.file_wrapper (it sends .filelike with sendfile)."""
+
+    def __init__(self, filelike: Any, blksize: int = 8192) -> None:
+        self.filelike = filelike
+        self.blksize = blksize
+
+    def __iter__(self) -> Iterator[bytes]:
+        with self.filelike:
+            while chunk := self.filelike.read(self.blksize):
+                yield chunk
+
+
+class Reply:
+    def __init__(self, status: int, headers: list[tuple[str, str]], body: bytes, sent_as_file: bool) -> None:
+        self.status, self.body, self.sent_as_file = status, body, sent_as_file
+        self.header_list = headers
+        self.headers = dict(headers)
+        self.counted = 0  # downloads counted while answering
+
+
+def call(app: Any, path: str, method: str = "GET", **headers: str) -> Reply:
+    environ: dict[str, Any] = {"PATH_INFO": path, "REQUEST_METHOD": method, "wsgi.input": io.BytesIO(b"")}
+    setup_testing_defaults(environ)
+    environ.update(SERVER_NAME="testserver", HTTP_HOST="testserver", **{"wsgi.file_wrapper": FileWrapper})
+    environ.update(headers)
+    captured: dict[str, Any] = {}
+
+    def start_response(status: str, response_headers: list[tuple[str, str]], exc_info: Any = None) -> None:
+        captured["status"] = int(status.split()[0])
+        captured["headers"] = response_headers
+
+    # As Django's test client does: the test's transaction must outlive each request (the client
+    # connects close_old_connections again after each of its requests, so disconnect it here).
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    try:
+        result = app(environ, start_response)
+        try:
+            body = b"".join(result)
+        finally:
+            if hasattr(result, "close"):
+                result.close()
+    finally:
+        request_started.connect(close_old_connections)
+        request_finished.connect(close_old_connections)
+    return Reply(captured["status"], captured["headers"], body, isinstance(result, FileWrapper))
+
+
+@pytest.fixture
+def apps() -> tuple[Any, DownloadFastPath]:
+    """(Django's WSGI application, the fast path in front of it)."""
+    django_app = get_wsgi_application()
+    return django_app, DownloadFastPath(django_app)
+
+
+def both(apps: tuple[Any, DownloadFastPath], path: str, method: str = "GET", **headers: str) -> tuple[Reply, Reply]:
+    """The view's answer and the fast path's, with how many downloads each counted."""
+    view_app, fast_app = apps
+    replies = []
+    for app in (view_app, fast_app):
+        before = downloadcounts.pending_local()
+        reply = call(app, path, method, **headers)
+        reply.counted = downloadcounts.pending_local() - before
+        replies.append(reply)
+    return replies[0], replies[1]
+
+
+def assert_same(view: Reply, fast: Reply) -> None:
+    assert fast.status == view.status
+    assert fast.body == view.body
+    assert fast.counted == view.counted
+    if "Location" in view.headers:  # a presigned URL is signed anew each time: compare the object
+        assert urlsplit(fast.headers.pop("Location")).path == urlsplit(view.headers.pop("Location")).path
+    assert fast.headers == view.headers
+    assert len(fast.header_list) == len(view.header_list)  # no header twice
+
+
+@pytest.fixture
+def etcd(private_storage: Any, publisher: Publisher, user: Any) -> dict[str, Any]:
+    builds = {v: publisher("etcd", v) for v in ("3.5.9", "3.5.12", "1.0.0+build.7")}
+    services.version_yank(actor=Actor(user=user), name="etcd", version="3.5.12", reason="broken")
+    return {v: b["upload"] for v, b in builds.items()}
+
+
+CASES = [
+    pytest.param("3.5.9", "GET", {}, 200, 1, id="get"),
+    pytest.param("3.5.9", "HEAD", {}, 200, 0, id="head"),
+    pytest.param("3.5.12", "GET", {}, 200, 1, id="yanked-get"),
+    pytest.param("3.5.12", "HEAD", {}, 200, 0, id="yanked-head"),
+    pytest.param("1.0.0", "GET", {}, 200, 1, id="build-metadata-dropped"),
+    pytest.param("1.0.0+zzz", "GET", {}, 200, 1, id="other-build-metadata"),
+    pytest.param("3.5.9", "GET", {"HTTP_IF_NONE_MATCH": "SHA"}, 304, 0, id="if-none-match"),
+    pytest.param("3.5.9", "GET", {"HTTP_IF_NONE_MATCH": "W/SHA"}, 304, 0, id="if-none-match-weak"),
+    pytest.param("3.5.9", "GET", {"HTTP_IF_NONE_MATCH": '"x", SHA'}, 304, 0, id="if-none-match-list"),
+    pytest.param("3.5.9", "GET", {"HTTP_IF_NONE_MATCH": "*"}, 304, 0, id="if-none-match-star"),
+    pytest.param("3.5.9", "HEAD", {"HTTP_IF_NONE_MATCH": "SHA"}, 304, 0, id="head-if-none-match"),
+    pytest.param("3.5.9", "GET", {"HTTP_IF_NONE_MATCH": '"0000"'}, 200, 1, id="stale-if-none-match"),
+    pytest.param("3.5.9", "GET", {"HTTP_ACCEPT": "text/html"}, 200, 1, id="any-accept"),
+    pytest.param("9.9.9", "GET", {}, 404, 0, id="unknown-version"),
+    pytest.param("9.9", "GET", {}, 400, 0, id="not-a-version"),
+    pytest.param("3.5.9", "POST", {}, 405, 0, id="post"),
+]
+
+
+@pytest.mark.parametrize(("version", "method", "headers", "status", "counted"), CASES)
+def test_the_fast_path_answers_every_case_as_the_view_does(
+    apps: tuple[Any, DownloadFastPath],
+    etcd: dict[str, Any],
+    version: str,
+    method: str,
+    headers: dict[str, str],
+    status: int,
+    counted: int,
+) -> None:
+    sha = etcd["3.5.9"]["sha256"]
+    headers = {k: v.replace("SHA", f'"{sha}"') for k, v in headers.items()}
+    view, fast = both(apps, URL.format(name="etcd", version=version), method, **headers)
+    assert view.status == status
+    assert view.counted == counted
+    assert_same(view, fast)
+    if status == 200 and method == "GET":
+        assert fast.sent_as_file  # gunicorn's sendfile
+        assert hashlib.sha256(fast.body).hexdigest() == fast.headers["X-Checksum-Sha256"]
+        assert fast.headers["Cache-Control"] == "public, max-age=31536000, immutable"
+        assert fast.headers["Content-Length"] == str(len(fast.body))
+    if status >= 400:
+        assert fast.headers["Content-Type"] == "application/json"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        URL.format(name="nothing-here", version="1.0.0"),
+        URL.format(name="Bad_Name", version="1.0.0"),
+        URL.format(name="ab\x00c", version="1.0.0"),
+        "/api/v1/extensions/etcd/versions/3.5.9/download/extra",
+        "/api/v1/extensions/etcd/other/3.5.9/download",
+    ],
+)
+def test_names_that_cannot_be_served_get_the_views_answer(
+    apps: tuple[Any, DownloadFastPath], etcd: dict[str, Any], path: str
+) -> None:
+    view, fast = both(apps, path)
+    assert view.status == 404
+    assert_same(view, fast)
+
+
+def test_a_package_missing_from_storage_is_the_views_503(
+    apps: tuple[Any, DownloadFastPath], etcd: dict[str, Any]
+) -> None:
+    row = Version.objects.get(extension__name="etcd", version="3.5.9")
+    storage.delete(row.storage_key)
+    view, fast = both(apps, URL.format(name="etcd", version="3.5.9"))
+    assert view.status == 503
+    assert_same(view, fast)
+
+
+def test_with_x_accel_redirect_nginx_is_told_where_the_file_is(
+    apps: tuple[Any, DownloadFastPath], etcd: dict[str, Any], settings: Any
+) -> None:
+    settings.REGISTRY_ACCEL_REDIRECT = "/_packages/"
+    view, fast = both(apps, URL.format(name="etcd", version="3.5.9"))
+    assert_same(view, fast)
+    row = Version.objects.get(extension__name="etcd", version="3.5.9")
+    assert (fast.status, fast.body, fast.counted) == (200, b"", 1)
+    assert fast.headers["X-Accel-Redirect"] == f"/_packages/{row.storage_key}"
+    assert fast.headers["Content-Disposition"] == 'attachment; filename="etcd-3.5.9.tar.gz"'
+    head_view, head_fast = both(apps, URL.format(name="etcd", version="3.5.9"), "HEAD")
+    assert_same(head_view, head_fast)
+    assert "X-Accel-Redirect" not in head_fast.headers  # HEAD and 304 are answered here, not by nginx
+
+
+@pytest.mark.s3
+def test_with_s3_both_answer_the_same_presigned_redirect(
+    apps: tuple[Any, DownloadFastPath], publisher: Publisher, s3_storage: Any
+) -> None:
+    import urllib.request
+
+    upload = publisher("etcd", "3.5.9")["upload"]
+    url = URL.format(name="etcd", version="3.5.9")
+    for method, headers, status, counted in (
+        ("GET", {}, 302, 1),
+        ("HEAD", {}, 200, 0),
+        ("GET", {"HTTP_IF_NONE_MATCH": f'"{upload["sha256"]}"'}, 304, 0),
+    ):
+        view, fast = both(apps, url, method, **headers)
+        assert (view.status, view.counted) == (status, counted)
+        assert_same(view, fast)
+    view, fast = both(apps, url)
+    assert fast.headers["Cache-Control"] == "private, no-store"
+    with urllib.request.urlopen(fast.headers["Location"], timeout=10) as fetched:
+        assert hashlib.sha256(fetched.read()).hexdigest() == upload["sha256"]
+
+
+def test_no_download_writes_to_the_database_and_the_fast_path_reads_at_most_one_row(
+    apps: tuple[Any, DownloadFastPath], etcd: dict[str, Any]
+) -> None:
+    view_app, fast_app = apps
+    url = URL.format(name="etcd", version="3.5.9")
+    with CaptureQueriesContext(connection) as first:
+        assert call(fast_app, url).status == 200
+    with CaptureQueriesContext(connection) as again:
+        for _ in range(20):
+            assert call(fast_app, url).status == 200
+    with CaptureQueriesContext(connection) as view:
+        for _ in range(5):
+            assert call(view_app, url).status == 200
+    assert len(first.captured_queries) == 1
+    assert again.captured_queries == []  # name@version is cached: a package never changes
+    every = first.captured_queries + view.captured_queries
+    assert [q["sql"] for q in every if q["sql"].lstrip().upper().startswith(WRITES)] == []
+    assert downloadcounts.pending_local() == 26
+    assert Version.objects.get(extension__name="etcd", version="3.5.9").downloads == 0
+    assert downloadcounts.flush() == 26
+    assert Version.objects.get(extension__name="etcd", version="3.5.9").downloads == 26
+    assert DailyDownloads.objects.get(version__version="3.5.9").count == 26
+
+
+def test_a_version_published_after_a_miss_is_served_at_once(
+    apps: tuple[Any, DownloadFastPath], private_storage: Any, publisher: Publisher
+) -> None:
+    _, fast_app = apps
+    url = URL.format(name="etcd", version="3.5.9")
+    assert call(fast_app, url).status == 404  # misses are never cached
+    publisher("etcd", "3.5.9")
+    assert call(fast_app, url).status == 200
+
+
+def test_a_cached_version_is_answered_right_after_a_yank(
+    apps: tuple[Any, DownloadFastPath], etcd: dict[str, Any], user: Any
+) -> None:
+    url = URL.format(name="etcd", version="3.5.9")
+    before = call(apps[1], url)  # now cached
+    services.version_yank(actor=Actor(user=user), name="etcd", version="3.5.9", reason="broken")
+    view, fast = both(apps, url)
+    assert_same(view, fast)
+    assert (fast.status, fast.body, fast.headers) == (before.status, before.body, before.headers)  # still downloadable
