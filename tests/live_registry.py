@@ -77,8 +77,10 @@ class LiveRegistry:
         return proc
 
     def createtoken(self, username: str = "alice", *scopes: str) -> str:
+        """A new token of USERNAME (created if missing): with the scopes given, else createtoken's
+        default (every scope, tokens included)."""
         args = ["createtoken", username, "--create-user"]
-        for scope in scopes or ("publish:*", "yank:*", "owners:*"):
+        for scope in scopes:
             args += ["--scope", scope]
         return self.manage(*args).stdout.strip().splitlines()[-1]
 

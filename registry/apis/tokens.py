@@ -12,7 +12,6 @@ from rest_framework.response import Response
 from registry import services
 from registry.apis.base import ApiView, ok, validated
 from registry.authentication import BasicPasswordAuthentication
-from registry.errors import Unauthenticated
 from registry.models import ApiToken
 
 
@@ -40,18 +39,15 @@ def _token_data(token: ApiToken) -> dict[str, Any]:
 
 
 class TokensApi(ApiView):
-    """GET/POST/DELETE /api/v1/tokens/: the caller's API tokens. Authenticate with a token, the web
-    session, or (to create a first token) HTTP Basic username and password."""
+    """GET/POST/DELETE /api/v1/tokens/: the caller's API tokens. Authenticate with a token that has
+    the ``tokens`` scope, the web session, or (to create a first token) HTTP Basic username and
+    password."""
 
     authentication_classes = [*ApiView.authentication_classes, BasicPasswordAuthentication]
 
     @extend_schema(operation_id="tokens_list", responses={200: OpenApiResponse(description="tokens")}, tags=["tokens"])
     def get(self, request: Request) -> Response:
-        actor = self.actor()
-        if not actor.is_authenticated:
-            raise Unauthenticated("listing tokens needs a token, a session, or a username and password")
-        tokens = ApiToken.objects.filter(user=actor.user).order_by("-created_at", "-id")
-        return ok([_token_data(t) for t in tokens])
+        return ok([_token_data(t) for t in services.token_list(actor=self.actor())])
 
     @extend_schema(
         operation_id="tokens_create",

@@ -397,6 +397,20 @@ def test_login_writes_the_token_to_a_new_private_file_even_after_a_leftover_read
     assert sorted(p.name for p in home.iterdir()) == ["credentials.toml"]
 
 
+def test_login_keeps_a_working_token_that_cannot_manage_tokens(
+    capsys: Capsys, registry: LiveRegistry, tmp_path: Path
+) -> None:
+    """A publish-only token (no `tokens` scope) is refused by the token listing with 403, which
+    still proves it authenticates: login stores it and says it cannot manage tokens."""
+    home = tmp_path / "home"
+    narrow = registry.createtoken("alice", "publish:*")
+    login = run(capsys, "--registry", registry.url, "--home", home, "--output", "json", "--token", narrow,
+                "registry", "login")  # fmt: skip
+    assert login.code == 0, login.err
+    assert login.json()["data"]["token"] == {"prefix": narrow[:12], "tokens_scope": False}
+    assert _stored_token(home / "credentials.toml") == narrow
+
+
 def _stored_token(path: Path) -> str:
     import tomllib
 
