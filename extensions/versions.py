@@ -748,6 +748,8 @@ def _parse_term(term: str) -> list[Comparator]:
 def _full_version(body: str) -> SemVer | None:
     if _VERSION_RE.fullmatch(body) is None:
         return None
+    if len(body) > MAX_VERSION_LENGTH:  # the one rule the pattern leaves to parse_version
+        raise _TermError(f"the version starting {body[:40]!r} is longer than {MAX_VERSION_LENGTH} characters")
     return _parse_version(body).without_build()
 
 

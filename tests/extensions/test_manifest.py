@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import tomli_w
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
@@ -600,6 +600,60 @@ def test_no_input_makes_it_raise_anything_but_a_manifest_error(data: bytes | str
     manifest, problems = check_manifest(data)
     assert manifest is None
     assert problems and all(p.severity in ("error", "warning") for p in problems)
+
+
+@st.composite
+def constraints_with_any_version_length(draw: st.DrawFn) -> tuple[str, int]:
+    """A comparator on a full version whose pre-release or build makes it from short to far over
+    the 256-character limit of a version; returns the constraint and that version's length."""
+    op = draw(st.sampled_from(["", "=", ">=", ">", "<", "<=", "^", "~", "!="]))
+    core = ".".join(str(draw(st.integers(min_value=0, max_value=99))) for _ in range(3))
+    length = draw(st.integers(min_value=1, max_value=400))
+    unit = draw(st.text(alphabet="abz09.", min_size=1, max_size=6).filter(lambda u: u.strip(".")))
+    tail = draw(st.sampled_from(["-", "+"])) + (unit * length)[:length]
+    version = core + tail
+    return op + version, len(version)
+
+
+POSITIONS = {
+    "dependencies.extensions.etcd": lambda c: {"dependencies": {"extensions": {"etcd": c}}},
+    "dependencies.extensions[0]": lambda c: {"dependencies": {"extensions": [f"etcd {c}"]}},
+    "compatibility.provisioning_version": lambda c: {"compatibility": {"provisioning_version": c}},
+    "compatibility.kcl_version": lambda c: {"compatibility": {"kcl_version": c}},
+}
+
+
+@given(constraints_with_any_version_length(), st.sampled_from(sorted(POSITIONS)))
+@example((">=1.0.0-" + "a" * 300, 306), "dependencies.extensions.etcd")
+@example(("^1.0.0+" + "b" * 300, 306), "compatibility.provisioning_version")
+@settings(max_examples=200, deadline=None)
+def test_a_constraint_on_an_over_long_version_is_reported_at_its_key_path(case: tuple[str, int], path: str) -> None:
+    from extensions.errors import ConstraintError
+    from extensions.versions import MAX_VERSION_LENGTH, Constraint
+
+    constraint, length = case
+    try:
+        Constraint.parse(constraint)
+    except ConstraintError as exc:  # the library's error, never VersionError
+        assert type(exc) is ConstraintError
+        refused = True
+    else:
+        refused = False
+    if length > MAX_VERSION_LENGTH:
+        assert refused  # (shorter ones may be refused too, e.g. `<0.0.0-0` can never match)
+    data = {
+        "extension": {"name": "demo", "version": "1.0.0", "description": "d", "type": "taskserv"},
+        **POSITIONS[path](constraint),
+    }
+    manifest, problems = check_manifest(tomli_w.dumps(data))  # never raises
+    errors = [p for p in problems if p.severity == "error"]
+    if length > MAX_VERSION_LENGTH:
+        assert manifest is None
+        assert [p.path for p in errors] == [path]
+        assert f"is longer than {MAX_VERSION_LENGTH} characters" in errors[0].message
+    else:
+        assert (manifest is None) is refused
+        assert [p.path for p in errors] == ([path] if refused else [])
 
 
 # --- loading from disk -----------------------------------------------------------------------------
