@@ -836,6 +836,12 @@ class Requirement:
     def __str__(self) -> str:
         return self.name if self.constraint.is_any else f"{self.name} {self.constraint}"
 
+    @property
+    def written(self) -> str:
+        """As its author wrote it (``etcd ^3.5``); ``str()`` is the normal form."""
+        shown = self.constraint.written
+        return self.name if self.constraint.is_any or not shown or shown == "*" else f"{self.name} {shown}"
+
 
 def _suggest_name(name: str) -> str | None:
     candidate = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")

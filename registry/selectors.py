@@ -220,7 +220,7 @@ def with_display_versions(extensions: list[Extension]) -> list[tuple[Extension, 
 
 def extension_dependents(*, name: str, limit: int = 20, offset: int = 0) -> Page:
     """The extensions that have a version depending on ``name``, by name; each item is
-    ``(extension, [(version, constraint), ...newest first])``."""
+    ``(extension, [(version, dependency row), ...newest first])``."""
     target = Extension.objects.filter(name=check_name(name)).first()
     if target is None:
         raise NotFound(f"no extension named {name!r} in this registry")
@@ -233,13 +233,13 @@ def extension_dependents(*, name: str, limit: int = 20, offset: int = 0) -> Page
     )
     total = dependents.count()
     page = list(dependents[offset : offset + limit]) if offset < total else []
-    edges: dict[int, list[tuple[Version, str]]] = {}
+    edges: dict[int, list[tuple[Version, Dependency]]] = {}
     for dep in (
         Dependency.objects.filter(extension=target, version__extension__in=page)
         .select_related("version")
         .defer(*_deferred("version__"))
     ):
-        edges.setdefault(dep.version.extension_id, []).append((dep.version, dep.constraint))
+        edges.setdefault(dep.version.extension_id, []).append((dep.version, dep))
     items = [(e, sorted(edges.get(e.pk, []), key=lambda vc: semver_key(vc[0].version), reverse=True)) for e in page]
     return Page(items=items, total=total, limit=limit, offset=offset)
 

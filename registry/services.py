@@ -383,7 +383,9 @@ def version_create(
     targets = {e.name: e for e in Extension.objects.filter(name__in=list(dependencies))}
     Dependency.objects.bulk_create(
         [
-            Dependency(version=version, extension=targets[n], constraint=str(d.constraint))
+            Dependency(
+                version=version, extension=targets[n], constraint=str(d.constraint), written=d.constraint.written
+            )
             for n, d in dependencies.items()
         ]
     )

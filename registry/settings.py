@@ -226,7 +226,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["registry.parsers.SafeJSONParser"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "registry.openapi.RegistrySchema",
     "UNAUTHENTICATED_USER": None,
     "EXCEPTION_HANDLER": "registry.exception_handler.exception_handler",
     "NUM_PROXIES": env_int("REGISTRY_NUM_PROXIES", 0),

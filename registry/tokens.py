@@ -22,7 +22,8 @@ TOKEN_PREFIX = "pvr_"  # noqa: S105 - the public prefix, not a secret
 SCOPE_ACTIONS = ("publish", "yank", "owners")
 TOKENS_SCOPE = "tokens"
 DEFAULT_SCOPES = ("publish:*", "yank:*", "owners:*", TOKENS_SCOPE)
-_SCOPE_RE = re.compile(r"^(?:(publish|yank|owners):(\*|[a-z][a-z0-9]*(-[a-z0-9]+)*)|tokens)$")
+SCOPE_PATTERN = r"^(?:(publish|yank|owners):(\*|[a-z][a-z0-9]*(-[a-z0-9]+)*)|tokens)$"
+_SCOPE_RE = re.compile(SCOPE_PATTERN)
 _TOKEN_RE = re.compile(r"^pvr_[A-Za-z0-9_-]{43}$")
 
 
@@ -45,7 +46,7 @@ def digests_match(a: str, b: str) -> bool:
 
 def scope_problem(scope: object) -> str | None:
     """Why a scope string is not valid, or None."""
-    if not isinstance(scope, str) or not _SCOPE_RE.match(scope):
+    if not isinstance(scope, str) or not _SCOPE_RE.fullmatch(scope):
         return (
             f"{scope!r} is not a scope: use publish:NAME, yank:NAME or owners:NAME, "
             "with * for every name (e.g. publish:*, yank:kubernetes), or tokens (to manage tokens)"

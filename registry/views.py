@@ -207,7 +207,7 @@ class VersionView:
     repository: str | None
     keywords: list[str]
     categories: list[str]
-    dependencies: list[tuple[str, str]]  # (name, constraint), by name
+    dependencies: list[tuple[str, str, str]]  # (name, normal form, as written), by name
     provides: list[tuple[str, list[str]]]  # (plural kind, names), only the kinds present
 
 
@@ -224,7 +224,7 @@ def _version_view(extension: Extension, version: Version) -> VersionView:
         repository=_http_url(manifest.get("repository")),
         keywords=[str(k) for k in manifest.get("keywords") or []],
         categories=[str(c) for c in manifest.get("categories") or []],
-        dependencies=[(d.extension.name, d.constraint) for d in selectors.version_dependencies(version)],
+        dependencies=[(d.extension.name, d.constraint, d.written) for d in selectors.version_dependencies(version)],
         provides=[(kind, names) for kind, names in provides.items() if names],
     )
 

@@ -172,14 +172,17 @@ def _print_extension(out: Output, data: dict[str, Any]) -> None:
 def _print_version(out: Output, data: dict[str, Any]) -> None:
     out.line(f"{data['name']} {data['version']} ({data.get('type')})" + ("  [yanked]" if data.get("yanked") else ""))
     out.line(_trim(data.get("description"), 500))
-    dependencies = ", ".join(f"{d['name']} {d['constraint']}".strip() for d in data.get("dependencies") or [])
+    # Constraints as their authors wrote them (`constraint`; `normal` is the normal form), joined
+    # with "; " since a constraint may hold a comma itself.
+    dependencies = "; ".join(f"{d['name']} {d['constraint']}".strip() for d in data.get("dependencies") or [])
     manifest = data.get("manifest") or {}
+    runtime = (manifest.get("compatibility") or {}).get("provisioning_version") or data.get("provisioning_version")
     for label, value in (
         ("sha256", data.get("sha256")),
         ("size", data.get("size")),
         ("published", f"{data.get('published_at')} by {data.get('published_by')}"),
         ("yanked", data.get("yanked_reason") if data.get("yanked") else None),
-        ("runtime", data.get("provisioning_version")),
+        ("runtime", runtime),
         ("depends on", dependencies),
         ("packages", ", ".join(manifest.get("system_packages") or [])),
         ("needs env", ", ".join(manifest.get("required_env") or [])),

@@ -201,8 +201,8 @@ def test_it_turns_a_manifest_into_json_ready_data_in_a_stable_order() -> None:
     assert data["version"] == "1.28.0"
     assert data["provisioning_version"] == str(Constraint.parse(">=1.0.0"))
     assert data["dependencies"] == [
-        {"name": "containerd", "constraint": str(Constraint.parse("^1.7"))},
-        {"name": "etcd", "constraint": str(Constraint.parse(">=3.5, <4"))},
+        {"name": "containerd", "constraint": str(Constraint.parse("^1.7")), "written": "^1.7"},
+        {"name": "etcd", "constraint": str(Constraint.parse(">=3.5, <4")), "written": ">=3.5, <4"},
     ]
     assert data["provides"] == {"providers": [], "taskservs": ["kubernetes"], "clusters": [], "templates": []}
     assert json.loads(json.dumps(data)) == data
@@ -262,7 +262,7 @@ def test_a_dependency_without_a_constraint_accepts_any_version() -> None:
     tabled = parse_manifest(variant({"dependencies.extensions": {"containerd": "", "etcd": ">=3.5"}}))
     assert listed.dependencies == tabled.dependencies
     assert listed.dependencies[0].constraint == Constraint.ANY
-    assert listed.to_dict()["dependencies"][0] == {"name": "containerd", "constraint": "*"}
+    assert listed.to_dict()["dependencies"][0] == {"name": "containerd", "constraint": "*", "written": "*"}
 
 
 def test_it_refuses_a_duplicate_dependency() -> None:
@@ -735,3 +735,34 @@ def test_a_number_too_long_to_read_is_a_problem_not_a_crash() -> None:
     assert manifest is None
     assert [p.path for p in problems] == ["extension.toml"]
     assert "thousands of digits" in problems[0].message
+
+
+# --- to_dict / from_dict: the build sandbox hands the manifest back through them ------------------
+
+
+def test_a_manifest_survives_to_dict_and_from_dict_exactly() -> None:
+    manifest = parse_manifest(SPEC_EXAMPLE)
+    data = manifest.to_dict()
+    again = Manifest.from_dict(json.loads(json.dumps(data)))  # as it crosses the process boundary
+    assert again == manifest
+    assert again.to_dict() == data
+    assert [d.constraint.written for d in again.dependencies] == ["^1.7", ">=3.5, <4"]
+    assert data["dependencies"] == [
+        {"name": "containerd", "constraint": ">=1.7.0, <2.0.0-0", "written": "^1.7"},
+        {"name": "etcd", "constraint": ">=3.5.0, <4.0.0-0", "written": ">=3.5, <4"},
+    ]
+
+
+def test_from_dict_reads_documents_stored_before_the_written_form_was_kept() -> None:
+    data = parse_manifest(SPEC_EXAMPLE).to_dict()
+    for item in data["dependencies"]:
+        del item["written"]
+    old = Manifest.from_dict(data)
+    assert [str(d.constraint) for d in old.dependencies] == [">=1.7.0, <2.0.0-0", ">=3.5.0, <4.0.0-0"]
+
+
+def test_from_dict_refuses_a_written_form_that_is_not_the_constraint() -> None:
+    data = parse_manifest(SPEC_EXAMPLE).to_dict()
+    data["dependencies"][0]["written"] = "^2"
+    with pytest.raises(ValueError, match="is not"):
+        Manifest.from_dict(data)
