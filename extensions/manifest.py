@@ -827,7 +827,11 @@ class _Checker:
         if "type" in table:
             return
         provides = cast(dict[str, tuple[str, ...]], self.fields["provides"])
-        named = [kind for kind in KINDS if provides.get(kind)]
+        # A kind counts when it lists anything, even names refused above (they have their own
+        # errors): an invalid provided name must not also read as "[provides] names no kind".
+        raw = self.data.get("provides")
+        listed = raw if isinstance(raw, dict) else {}
+        named = [kind for kind in KINDS if provides.get(kind) or (isinstance(listed.get(kind), list) and listed[kind])]
         if len(named) == 1:
             self.fields["type"] = SINGULAR[named[0]]
             return
