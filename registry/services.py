@@ -45,7 +45,7 @@ from registry.models import (
     Provide,
     Version,
 )
-from registry.selectors import check_name
+from registry.selectors import check_name, unknown_extension
 from registry.tokens import (
     DEFAULT_SCOPES,
     TOKENS_SCOPE,
@@ -538,7 +538,7 @@ def _extension_for_write(name: str) -> Extension:
     check_name(name)
     extension = Extension.objects.select_for_update().filter(name=name).first()
     if extension is None:
-        raise NotFound(f"no extension named {name!r}")
+        raise unknown_extension(name)
     return extension
 
 

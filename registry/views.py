@@ -14,7 +14,7 @@ import functools
 import hashlib
 import logging
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -127,14 +127,33 @@ def with_catalog_headers(response: HttpResponseBase) -> HttpResponseBase:
     return response
 
 
-def not_found_page(request: HttpRequest, message: str) -> HttpResponse:
-    """The catalog's HTML 404, saying what was not found (the message is escaped)."""
-    response = render(request, "404.html", {"message": message, "title": "Not found"}, status=404)
+def not_found_page(request: HttpRequest, message: str, suggestions: Sequence[str] = ()) -> HttpResponse:
+    """The catalog's HTML 404, saying what was not found (the message is escaped), with links to
+    the close names there are."""
+    context = {
+        "message": message,
+        "title": "Not found",
+        "suggestions": [{"name": name, "url": extension_url(name)} for name in suggestions],
+    }
+    response = render(request, "404.html", context, status=404)
     with_catalog_headers(response)
     return response
 
 
 View = Callable[..., HttpResponseBase]
+
+
+def _without_suggestions(error: NotFound | BadRequest) -> tuple[str, list[str]]:
+    """An error's message without its "did you mean" hint, and the names the hint suggested (the
+    page links them instead)."""
+    names: list[str] = []
+    for detail in error.details:
+        if isinstance(detail, dict):
+            names += [str(n) for n in detail.get("suggestions") or []]
+            if detail.get("suggestion"):
+                names.append(str(detail["suggestion"]))
+    message = error.message.split("; did you mean", 1)[0] if names else error.message
+    return message, names
 
 
 def catalog_page(view: View) -> View:
@@ -146,7 +165,7 @@ def catalog_page(view: View) -> View:
         try:
             response = view(request, *args, **kwargs)
         except (NotFound, BadRequest) as error:
-            response = not_found_page(request, error.message)
+            response = not_found_page(request, *_without_suggestions(error))
         return with_catalog_headers(response)
 
     return wrapper

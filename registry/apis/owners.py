@@ -11,9 +11,8 @@ from rest_framework.response import Response
 from registry import services
 from registry.apis.base import ApiView, StrictText, ok, validated
 from registry.apis.shapes import NAME_PARAM, Owners, answers, envelope, owners_of, render
-from registry.errors import NotFound
 from registry.models import Extension
-from registry.selectors import check_name
+from registry.selectors import check_name, unknown_extension
 
 #: Django's usernames (UnicodeUsernameValidator), at most 150 characters.
 USERNAME_SCHEMA = {"type": "string", "pattern": r"^[\w.@+-]+$", "minLength": 1, "maxLength": 150}
@@ -39,7 +38,7 @@ class OwnersApi(ApiView):
     def get(self, request: Request, name: str) -> Response:
         extension = Extension.objects.filter(name=check_name(name)).first()
         if extension is None:
-            raise NotFound(f"no extension named {name!r}")
+            raise unknown_extension(name)
         return ok(render(Owners, owners_of(extension)))
 
     @extend_schema(

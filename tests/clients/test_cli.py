@@ -41,7 +41,7 @@ def test_extension_help_lists_info_and_no_inspect(capsys: Capsys) -> None:
         cli.main(["extension", "--help"])
     assert stopped.value.code == 0
     out = capsys.readouterr().out
-    assert "validate, test, build, publish, yank, search, info and sync extensions" in out
+    assert "validate, test, build, publish, yank, search, info, owners and sync extensions" in out
     assert "inspect" not in out
 
 
@@ -260,7 +260,7 @@ def test_the_library_names_a_bad_version_too(tmp_path: Path) -> None:
     assert not (tmp_path / "i").exists()
 
 
-def test_error_details_print_only_what_the_message_does_not_say() -> None:
+def test_error_details_print_only_what_the_message_does_not_say_and_always_their_message() -> None:
     import io
 
     from clients.errors import ClientError
@@ -277,14 +277,19 @@ def test_error_details_print_only_what_the_message_does_not_say() -> None:
                 {"path": "aws", "message": "required environment variable AWS_REGION is not set"},
                 {"path": "aws", "message": "extensions/providers/aws/README.md was changed"},
                 {"path": "extension.name", "message": "extension.name: must be lower-case"},
+                {"path": "provides.taskservs[0]", "message": "'Bad' is not a valid name"},
+                {"path": "provides.clusters[0]", "message": "'Bad' is not a valid name"},  # the same message
+                {"path": "provides.clusters[0]", "message": "'Bad' is not a valid name"},  # the same line: once
             ],
         )
     )
     assert stderr.getvalue().splitlines()[1:] == [
-        "  - you asked for y -> y 1.0.0 -> x ^9.0",
+        "  - you asked for y -> y 1.0.0 -> x ^9.0: no version of x matches",
         "  - aws: required environment variable AWS_REGION is not set",
         "  - aws: extensions/providers/aws/README.md was changed",
         "  - extension.name: must be lower-case",
+        "  - provides.taskservs[0]: 'Bad' is not a valid name",
+        "  - provides.clusters[0]: 'Bad' is not a valid name",
     ]
 
 
