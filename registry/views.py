@@ -281,10 +281,8 @@ def home(request: HttpRequest) -> HttpResponse:
     """The front page: the search box, counts, the latest publishes, and browsing by kind."""
     stats = selectors.catalog_stats()
     kinds = []
-    for kind in TYPES:  # templates only when there are some
+    for kind in TYPES:  # every kind, templates too ("None published yet." when empty)
         count = stats.extensions_by_type.get(kind, 0)
-        if kind == "template" and not count:
-            continue
         sample = selectors.extension_search(type=kind, limit=8).items if count else []
         kinds.append(
             {

@@ -100,7 +100,7 @@ def _report(ctx: Context, result: LoadResult, verb: str) -> None:
 
 def _source(source: str) -> str:
     """Where a loaded extension came from, in words (Extension.source)."""
-    return {"store": "local store, registry not asked"}.get(source, source)
+    return {"store": "local store"}.get(source, source)
 
 
 def _cmd_discover(args: argparse.Namespace, ctx: Context) -> int:

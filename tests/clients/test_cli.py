@@ -296,3 +296,21 @@ def test_error_details_print_only_what_the_message_does_not_say_and_always_their
 def test_logout_with_a_home_that_is_a_file_has_nothing_to_forget(capsys: Capsys, a_file: Path) -> None:
     result = run(capsys, "--home", a_file, "registry", "logout")
     assert (result.code, result.out) == (0, f"not logged in: {a_file / 'credentials.toml'} does not exist\n")
+
+
+@pytest.mark.parametrize("where", ["option", "environment"])
+def test_a_registry_url_without_a_scheme_is_a_usage_error(
+    capsys: Capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    if where == "option":
+        result = run(capsys, "--home", tmp_path, "--registry", "127.0.0.1:8000", "extension", "search", "x")
+        given = "--registry"
+    else:
+        monkeypatch.setenv("PROVISIONING_REGISTRY", "127.0.0.1:8000")
+        result = run(capsys, "--home", tmp_path, "extension", "search", "x")
+        given = "PROVISIONING_REGISTRY"
+    assert result.code == 2
+    assert result.err == (
+        f"error: {given}: registry URL '127.0.0.1:8000' must start with http:// or https:// "
+        "(did you mean http://127.0.0.1:8000?)\n"
+    )

@@ -322,6 +322,14 @@ def test_it_infers_the_type_when_provides_names_one_kind(kind: str, type_: str) 
         ({"provides.taskservs": []}, "names no kind"),
     ],
 )
+def test_an_invalid_provided_name_without_a_type_is_only_that_error() -> None:
+    """The kind still counts (its name has its own error): no claim that [provides] names no kind."""
+    empty: dict[str, Any] = {f"provides.{k}": [] for k in KINDS}
+    errors = errors_of(variant({**empty, "extension.type": DELETE, "provides.taskservs": ["Bad_Name"]}))
+    assert [e.path for e in errors] == ["provides.taskservs[0]"]
+    assert "did you mean 'bad-name'?" in errors[0].message
+
+
 def test_it_refuses_an_omitted_type_it_cannot_infer(provides: dict[str, Any], found: str) -> None:
     error = the_error(variant({"extension.type": DELETE, **provides}))
     assert error.path == "extension.type"

@@ -460,3 +460,17 @@ def test_no_read_request_gets_a_500(client: Client, etcd: None, segment: str, va
         assert response.status_code in (200, 400, 404, 405), (url, response.content)
         if response.status_code != 200:
             assert response.json()["success"] is False
+
+
+def test_an_unknown_extension_is_a_404_with_the_close_names(client: Client, publisher: Publisher) -> None:
+    publisher("kubernetes", "1.28.0")
+    publisher("kubectl", "1.0.0")
+    for url in ("/api/v1/extensions/kubernets/", "/api/v1/extensions/kubernets/versions/1.0.0/",
+                "/api/v1/extensions/kubernets/dependents/", "/api/v1/extensions/kubernets/owners/"):  # fmt: skip
+        response = client.get(url)
+        assert response.status_code == 404, url
+        error = response.json()["error"]
+        assert error["message"] == "no extension named 'kubernets' in this registry; did you mean 'kubernetes'?", url
+        assert error["details"] == [{"path": "name", "name": "kubernets", "suggestions": ["kubernetes"]}]
+    nothing = client.get("/api/v1/extensions/zzzzzz/").json()["error"]
+    assert nothing["message"] == "no extension named 'zzzzzz' in this registry"
