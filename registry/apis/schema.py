@@ -13,8 +13,8 @@ from rest_framework.request import Request
 
 from extensions.manifest import ManifestLimits, manifest_schema
 from registry.apis.base import AnyAcceptNegotiation, ApiView, request_etag_matches
-from registry.limits import manifest_limits
 from registry.apis.shapes import answers
+from registry.limits import manifest_limits
 
 SCHEMA_MEDIA_TYPE = "application/schema+json"
 
