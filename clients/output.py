@@ -35,15 +35,16 @@ def plain(value: object, *, style: str = "") -> Text:
 
 def _detail_text(detail: dict[str, Any], shown: Sequence[str]) -> str | None:
     """An error detail as ``PATH: MESSAGE`` (the path left out when the message starts with it),
-    always with its message, even one equal to an earlier detail's (two key paths with the same
-    problem). None when it adds nothing to what was printed: the same text again, or a message the
-    lines already say whose path they say too (a resolver detail repeating the error's message)."""
+    with its message even when an earlier detail had the same one (two key paths with the same
+    problem). Only what the error's own message (``shown[0]``) already says is left out: a resolver
+    detail repeating it adds its path (the requirement chain) alone, or nothing. None when the
+    line would add nothing."""
     message = str(detail["message"]).strip()
     where = str(detail.get("path") or "").strip()
     first = message.splitlines()[0] if message else ""
-    said = " ".join(shown)
-    if first and first in said and (not where or where in said):
-        return None
+    headline = shown[0] if shown else ""
+    if first and first in headline:
+        return where if where and where not in " ".join(shown) else None
     text = message if not where or message.startswith(where) else f"{where}: {message}"
     if not text or text in shown:
         return None

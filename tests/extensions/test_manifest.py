@@ -315,13 +315,6 @@ def test_it_infers_the_type_when_provides_names_one_kind(kind: str, type_: str) 
     assert manifest.type == type_
 
 
-@pytest.mark.parametrize(
-    ("provides", "found"),
-    [
-        ({"provides.providers": ["aws"], "provides.taskservs": ["kubernetes"]}, "names 2 kinds (providers, taskservs)"),
-        ({"provides.taskservs": []}, "names no kind"),
-    ],
-)
 def test_an_invalid_provided_name_without_a_type_is_only_that_error() -> None:
     """The kind still counts (its name has its own error): no claim that [provides] names no kind."""
     empty: dict[str, Any] = {f"provides.{k}": [] for k in KINDS}
@@ -330,6 +323,13 @@ def test_an_invalid_provided_name_without_a_type_is_only_that_error() -> None:
     assert "did you mean 'bad-name'?" in errors[0].message
 
 
+@pytest.mark.parametrize(
+    ("provides", "found"),
+    [
+        ({"provides.providers": ["aws"], "provides.taskservs": ["kubernetes"]}, "names 2 kinds (providers, taskservs)"),
+        ({"provides.taskservs": []}, "names no kind"),
+    ],
+)
 def test_it_refuses_an_omitted_type_it_cannot_infer(provides: dict[str, Any], found: str) -> None:
     error = the_error(variant({"extension.type": DELETE, **provides}))
     assert error.path == "extension.type"

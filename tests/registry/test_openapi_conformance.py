@@ -57,7 +57,7 @@ def test_the_registry_answers_as_its_openapi_document_says(tmp_path: Path, reque
         "--config-file", str(HERE / "schemathesis.toml"),
         "run", f"{registry.url}/api/v1/openapi.json",
         "--checks", "all",
-        "--workers", "2",
+        "--workers", "1",  # (two threads can crash CPython 3.11: "AST constructor recursion depth mismatch")
         "--seed", "20261201",
         "--request-timeout", "60",
     ]  # fmt: skip
@@ -69,5 +69,7 @@ def test_the_registry_answers_as_its_openapi_document_says(tmp_path: Path, reque
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"schemathesis did not finish within {TIME_LIMIT} s:\n{exc.stdout!s}"[-20000:])
     output = result.stdout + result.stderr
-    assert result.returncode == 0, output[-20000:]
+    (tmp_path / "schemathesis.txt").write_text(output)
+    report = output[output.find("=== FAILURES") if "=== FAILURES" in output else 0 :]
+    assert result.returncode == 0, report[:15000] + "\n...\n" + output[-3000:]
     assert " 0 unique failures" in output or "No issues found" in output or "passed" in output, output[-5000:]
