@@ -240,7 +240,9 @@ def test_parameters_carry_the_bounds_the_api_enforces(client: Client, db: None) 
     assert client.get("/api/v1/extensions/?type=").status_code == 200  # documented: every type
 
 
-@pytest.mark.parametrize("path", ["/api/v1/extensions/", "/api/v1/tokens/", "/api/v1/resolve", SCHEMA_URL])
+@pytest.mark.parametrize(
+    "path", ["/api/v1/extensions/", "/api/v1/tokens/", "/api/v1/resolve", SCHEMA_URL, "/api/v1/openapi.json"]
+)
 def test_options_is_a_405_in_the_envelope(client: Client, db: None, path: str) -> None:
     response = client.options(path)
     assert response.status_code == 405
