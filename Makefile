@@ -10,7 +10,7 @@ PORT ?= 8000
 export PATH := $(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 export REGISTRY_DATA_DIR ?= $(CURDIR)/var
 
-.PHONY: run test lint bench install install-dev tools services migrate examples clean
+.PHONY: port-free run test lint bench install install-dev tools services migrate examples clean
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found (Python 3.11 is required)"; exit 1; }
@@ -68,7 +68,11 @@ migrate: install
 examples: migrate
 	$(PY) manage.py publish --skip-existing extensions/providers/* extensions/taskservs/* extensions/clusters/*
 
-run: install tools migrate examples
+# Before anything touches the data: a registry already serving on PORT is said in one line.
+port-free:
+	@$(PY) -c "import socket, sys; s = socket.socket(); busy = s.connect_ex(('127.0.0.1', $(PORT))) == 0; sys.exit('port $(PORT) on 127.0.0.1 is in use (another registry?): stop it, or run make run PORT=8001; nothing was changed' if busy else 0)"
+
+run: install tools port-free migrate examples
 	@$(PY) manage.py reapbuilds >/dev/null   # builds a previous run left running (no beat here)
 	@$(PY) manage.py sweepstorage >/dev/null
 	@echo "serving the registry on http://127.0.0.1:$(PORT) (Ctrl-C stops it)"

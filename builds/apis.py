@@ -8,18 +8,18 @@ from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest
-from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
-from rest_framework import serializers
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from builds import services
 from builds.models import Build
-from builds.serializers import build_data
+from builds.serializers import BuildDocument, build_document
 from builds.uploads import LimitedHashingUploadHandler, too_large
 from registry.apis.base import ApiView, PublishThrottle, WriteThrottle, base_url, ok
 from registry.apis.catalog import ExtensionListApi
+from registry.apis.shapes import answers, envelope
 from registry.errors import BadRequest, Forbidden, NotFound, Unauthenticated
 
 _SLACK = 64 * 1024  # multipart framing around the file
@@ -73,12 +73,29 @@ class _SubmitView(ApiView):
         build.refresh_from_db()
         # Always 202 with the build (SPEC 3.2): in embedded mode the pipeline already ran, so its
         # status may be final (failed, with its error); with workers it is queued.
-        data = build_data(build, base_url=base_url(request))
+        data = build_document(build, base_url=base_url(request))
         return ok(data, status=202, headers={"Location": data["url"]})
 
 
-_upload_schema = inline_serializer("PackageUpload", {"file": serializers.FileField()})
-_source_schema = inline_serializer("SourceUpload", {"source": serializers.FileField()})
+_upload_schema = {
+    "type": "object",
+    "properties": {"file": {"type": "string", "format": "binary", "description": "NAME-VERSION.tar.gz"}},
+    "required": ["file"],
+}
+_source_schema = {
+    "type": "object",
+    "properties": {"source": {"type": "string", "format": "binary", "description": "a tar.gz of the source"}},
+    "required": ["source"],
+}
+_BUILD = envelope("BuildEnvelope", BuildDocument())
+_SUBMITTED = OpenApiResponse(
+    _BUILD,
+    description=(
+        "Always 202 with the build, whatever its outcome: with workers it is queued (follow its url); "
+        "in embedded mode the pipeline already ran, so it may be succeeded, or failed with its error "
+        "(a refused package: invalid_archive, invalid_manifest, version_exists, name_taken, forbidden, ...)"
+    ),
+)
 
 
 class PublishApi(_SubmitView):
@@ -89,8 +106,9 @@ class PublishApi(_SubmitView):
 
     @extend_schema(
         operation_id="extension_publish",
+        summary="Publish a built package (NAME-VERSION.tar.gz)",
         request={"multipart/form-data": _upload_schema},
-        responses={202: OpenApiResponse(description="the build")},
+        responses=answers({202: _SUBMITTED}, 400, 403, 413, 415, 503),
         tags=["publish"],
     )
     def post(self, request: Request) -> Response:
@@ -114,8 +132,9 @@ class SourceBuildApi(_SubmitView):
 
     @extend_schema(
         operation_id="build_from_source",
+        summary="Build and publish from a source archive (a tar.gz of the source directory)",
         request={"multipart/form-data": _source_schema},
-        responses={202: OpenApiResponse(description="the build")},
+        responses=answers({202: _SUBMITTED}, 400, 403, 413, 415, 503),
         tags=["publish"],
     )
     def post(self, request: Request) -> Response:
@@ -126,7 +145,11 @@ class BuildDetailApi(ApiView):
     """GET /api/v1/builds/{id}/: status, step-by-step log with timings, error, resulting version."""
 
     @extend_schema(
-        operation_id="build_get", responses={200: OpenApiResponse(description="the build")}, tags=["publish"]
+        operation_id="build_get",
+        summary="A build: status, step log with timings, error, resulting version",
+        parameters=[OpenApiParameter("build_id", {"type": "string", "format": "uuid"}, OpenApiParameter.PATH)],
+        responses=answers({200: _BUILD}, 404),
+        tags=["publish"],
     )
     def get(self, request: Request, build_id: str) -> Response:
         try:
@@ -136,4 +159,4 @@ class BuildDetailApi(ApiView):
         build = Build.objects.select_related("submitted_by").filter(pk=pk).first()
         if build is None:
             raise NotFound(f"no build {build_id}")
-        return ok(build_data(build, base_url=base_url(request)))
+        return ok(build_document(build, base_url=base_url(request)))

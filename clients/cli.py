@@ -40,7 +40,7 @@ COMMAND_GROUPS: dict[str, tuple[str, ...]] = {
 
 # Each group's description starts with its commands, as `--help` lists them (tests/clients/test_cli.py).
 GROUPS = {
-    "extension": "validate, test, build, publish, yank, search, info and sync extensions",
+    "extension": "validate, test, build, publish, yank, search, info, owners and sync extensions",
     "module": "discover, load, list and reload extensions in the runtime",
     "taskserv": "create and list taskservs: install one (and its dependencies) into an infrastructure directory",
     "cluster": "create and list clusters: install one (and its dependencies) into an infrastructure directory",

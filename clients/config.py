@@ -14,7 +14,7 @@ from pathlib import Path
 import platformdirs
 import tomli_w
 
-from clients.errors import ClientError, home_unusable, os_error_message
+from clients.errors import ClientError, UsageError, home_unusable, os_error_message
 from clients.files import atomic_write
 
 DEFAULT_REGISTRY = "http://127.0.0.1:8000"
@@ -61,7 +61,15 @@ def load_config(
     stored = _stored_credentials(home_path)
     url = registry or os.environ.get("PROVISIONING_REGISTRY") or stored.get("registry") or DEFAULT_REGISTRY
     if not url.startswith(("http://", "https://")):
-        raise ClientError(f"registry URL {url!r} must start with http:// or https://", code="usage")
+        given = (
+            "--registry"
+            if registry
+            else "PROVISIONING_REGISTRY"
+            if os.environ.get("PROVISIONING_REGISTRY")
+            else f"the registry stored in {home_path / 'credentials.toml'}"
+        )
+        hint = f" (did you mean http://{url}?)" if "://" not in url else ""
+        raise UsageError(f"{given}: registry URL {url!r} must start with http:// or https://{hint}")
     the_token = token or os.environ.get("PROVISIONING_TOKEN") or None
     if the_token is None and stored.get("registry", "").rstrip("/") == url.rstrip("/"):
         the_token = stored.get("token")

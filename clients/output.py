@@ -34,18 +34,21 @@ def plain(value: object, *, style: str = "") -> Text:
 
 
 def _detail_text(detail: dict[str, Any], shown: Sequence[str]) -> str | None:
-    """One line for an error detail, ``PATH: MESSAGE``, leaving out what the lines already printed
-    say (a resolver detail repeats the one-line message; its ``path`` may be the requirement chain,
-    which then is all it adds), and the path when the message starts with it. None when it adds nothing."""
+    """An error detail as ``PATH: MESSAGE`` (the path left out when the message starts with it),
+    with its message even when an earlier detail had the same one (two key paths with the same
+    problem). Only what the error's own message (``shown[0]``) already says is left out: a resolver
+    detail repeating it adds its path (the requirement chain) alone, or nothing. None when the
+    line would add nothing."""
     message = str(detail["message"]).strip()
-    message = message.splitlines()[0] if message else ""
     where = str(detail.get("path") or "").strip()
-    said = " ".join(shown)
-    if message and message in said:
-        return where if where and where not in said else None
-    if where and not message.startswith(where):
-        return f"{where}: {message}"
-    return message or None
+    first = message.splitlines()[0] if message else ""
+    headline = shown[0] if shown else ""
+    if first and first in headline:
+        return where if where and where not in " ".join(shown) else None
+    text = message if not where or message.startswith(where) else f"{where}: {message}"
+    if not text or text in shown:
+        return None
+    return text
 
 
 def _console(file: TextIO, **options: Any) -> Console:
@@ -96,7 +99,10 @@ class Output:
                 continue
             shown.append(text)
             prefix = "warning" if detail.get("severity") == "warning" else "-"
-            self.err_console.print(plain(f"  {prefix} {text}"))
+            first, *more = text.splitlines()
+            self.err_console.print(plain(f"  {prefix} {first}"))
+            for line in more:  # one problem per line (e.g. every Nushell parse error of a file)
+                self.err_console.print(plain(f"      {line.strip()}"))
 
     def line(self, text: str = "", *, err: bool = False) -> None:
         """Human text; silent in JSON mode."""

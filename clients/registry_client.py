@@ -631,6 +631,30 @@ class RegistryClient:
         data: dict[str, Any] = self._data(response, what="undoing a yank", auth="token")
         return data
 
+    def owners(self, name: str) -> dict[str, Any]:
+        """``GET .../owners/`` (public): ``{name, owners: [{username, added_at, added_by}]}``."""
+        data: dict[str, Any] = self._get(f"api/v1/extensions/{name}/owners/")
+        return data
+
+    def add_owner(self, name: str, username: str) -> dict[str, Any]:
+        """``POST .../owners/`` with the username: the owners afterwards."""
+        response = self._send(
+            "POST",
+            f"api/v1/extensions/{name}/owners/",
+            json={"username": username},
+            headers=self._auth("adding an owner"),
+        )
+        data: dict[str, Any] = self._data(response, what="adding an owner", auth="token")
+        return data
+
+    def remove_owner(self, name: str, username: str) -> dict[str, Any]:
+        """``DELETE .../owners/{username}/``: the owners afterwards (the last owner stays)."""
+        response = self._send(
+            "DELETE", f"api/v1/extensions/{name}/owners/{username}/", headers=self._auth("removing an owner")
+        )
+        data: dict[str, Any] = self._data(response, what="removing an owner", auth="token")
+        return data
+
     def create_token(
         self,
         *,

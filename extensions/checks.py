@@ -238,6 +238,35 @@ def nushell_summary(output: str, *, root: Path | None = None) -> str:
     return _one_line(f"{where}: {text}" if where else text)
 
 
+_NU_ERROR_START = re.compile(r"^Error:\s+(?P<code>\S+)")
+
+
+def nushell_errors(output: str, *, root: Path | None = None) -> list[tuple[str, str]]:
+    """Every error of a Nushell report, as ``(code, one line)`` (see :func:`nushell_summary`), in
+    order, duplicates left out."""
+    blocks: list[tuple[str, list[str]]] = []
+    for raw in _ANSI.sub("", output).splitlines():
+        started = _NU_ERROR_START.match(raw)
+        if started:
+            blocks.append((started.group("code"), []))
+        if blocks:
+            blocks[-1][1].append(raw)
+    found: dict[str, str] = {}
+    for code, lines in blocks:
+        text = nushell_summary("\n".join(lines), root=root)
+        if text:
+            found.setdefault(text, code)
+    return [(code, text) for text, code in found.items()]
+
+
+def _nu_raw_string(text: str) -> str:
+    """``text`` as a Nushell raw string literal (r#'...'#, with as many # as it takes)."""
+    hashes = "#"
+    while f"'{hashes}" in text:
+        hashes += "#"
+    return f"r{hashes}'{text}'{hashes}"
+
+
 def nu_unavailable_reason() -> str:
     """Why :func:`find_nu` found no Nushell, in words for the skipped check."""
     configured = os.environ.get("PROVISIONING_NU")
@@ -429,13 +458,17 @@ def _offset_to_line_col(data: bytes, offset: int) -> tuple[int, int]:
     return line, offset - start + 1
 
 
-def _check_nu(path: Path, nu: str, budget: _Budget = _UNBOUNDED, preexec: _Preexec = None) -> str:
+def _run_nu(
+    nu: str, args: list[str], path: Path, budget: _Budget, preexec: _Preexec
+) -> subprocess.CompletedProcess[bytes]:
+    """One bounded Nushell run for a check: the tool environment, the caller's preexec (the
+    sandbox's limits) and what is left of the time budget."""
     timeout, by_budget = budget.timeout(_TOOL_TIMEOUT)
     if by_budget and timeout <= 0:
         raise _CheckFailed(f"not run: {budget.out_of_time()}")
     try:
         proc = subprocess.run(
-            [nu, "--no-config-file", "--ide-check", "100", str(path)],
+            [nu, "--no-config-file", *args],
             capture_output=True,
             timeout=timeout,
             cwd=path.parent,
@@ -447,6 +480,32 @@ def _check_nu(path: Path, nu: str, budget: _Budget = _UNBOUNDED, preexec: _Preex
             raise _CheckFailed(f"Nushell did not finish parsing: {budget.out_of_time()}") from None
         raise _CheckFailed(f"Nushell did not finish parsing within {_TOOL_TIMEOUT:.0f} s") from None
     _tool_death("Nushell", proc.returncode)
+    return proc
+
+
+def _check_nu(
+    path: Path, nu: str, budget: _Budget = _UNBOUNDED, preexec: _Preexec = None, root: Path | None = None
+) -> str:
+    """A module parses when ``use FILE`` does (``nu -c``: it exits 1 naming the file, line and
+    column of each error, in the file that holds it, an imported one too). The ``use`` sits in a
+    block that never runs, so the module is parsed but its ``export-env`` is not run. A script (a
+    file ``use`` refuses for its top-level code) is parsed with ``--ide-check`` instead. Errors
+    one per line."""
+    proc = _run_nu(nu, ["-c", f"if false {{ use {_nu_raw_string(str(path))} }}"], path, budget, preexec)
+    if proc.returncode == 0:
+        return ""
+    found = nushell_errors(proc.stderr.decode("utf-8", "replace"), root=root)
+    script = (
+        bool(found)
+        and found[0][0] == "nu::parser::expected_keyword"
+        and (found[0][1].startswith(_shown_path(str(path), root) + ":"))
+    )
+    if found and not script:
+        raise _CheckFailed("Nushell parse error: " + "\n".join(text for _, text in found))
+    if not found:
+        said = nushell_summary(proc.stderr.decode("utf-8", "replace"), root=root)
+        raise _CheckFailed(f"Nushell could not parse the file: {said or f'exit {proc.returncode}'}")
+    proc = _run_nu(nu, ["--ide-check", "100", str(path)], path, budget, preexec)
     data = path.read_bytes()
     errors = []
     for line in proc.stdout.decode("utf-8", "replace").splitlines():
@@ -456,10 +515,13 @@ def _check_nu(path: Path, nu: str, budget: _Budget = _UNBOUNDED, preexec: _Preex
             continue
         if item.get("type") == "diagnostic" and item.get("severity") == "Error":
             span = item.get("span") or {}
-            lineno, col = _offset_to_line_col(data, int(span.get("start", 0)))
-            errors.append(f"{path.name}:{lineno}:{col}: {item.get('message', 'parse error')}")
+            start = int(span.get("start", 0))
+            if start > len(data):
+                continue  # in a file the script imports (their spans follow its own)
+            lineno, col = _offset_to_line_col(data, start)
+            errors.append(f"{_shown_path(str(path), root)}:{lineno}:{col}: {item.get('message', 'parse error')}")
     if errors:
-        raise _CheckFailed("Nushell parse error: " + "; ".join(dict.fromkeys(errors)))
+        raise _CheckFailed("Nushell parse error: " + "\n".join(dict.fromkeys(errors)))
     if proc.returncode != 0:
         said = nushell_summary(proc.stderr.decode("utf-8", "replace"), root=None)
         raise _CheckFailed(f"Nushell could not parse the file: {said or f'exit {proc.returncode}'}")
@@ -581,7 +643,7 @@ def run_content_checks(
             (
                 "nushell",
                 rel,
-                partial(_check_nu, path, nu, budget, tool_preexec) if nu is not None else nu_unavailable_reason(),
+                partial(_check_nu, path, nu, budget, tool_preexec, root) if nu is not None else nu_unavailable_reason(),
             )
         )
     report = CheckReport()
@@ -597,13 +659,37 @@ def run_content_checks(
     return report
 
 
+#: Where an extension's own tests are: every ``tests/*.nu``, and in subfolders (the platform
+#: guide's ``tests/unit/provider_test.nu``) the files named as tests, so helper modules beside
+#: them are not run as tests.
+TEST_FILE_RULE = "tests/*.nu, or tests/**/*_test.nu and tests/**/test_*.nu in subfolders"
+
+
+def find_extension_tests(root: Path) -> list[Path]:
+    """The extension's test files (TEST_FILE_RULE), sorted by path; symbolic links are not followed."""
+    tests_dir = Path(root) / "tests"
+    if not tests_dir.is_dir() or tests_dir.is_symlink():
+        return []
+    found = []
+    for path in tests_dir.rglob("*.nu"):
+        if not path.is_file() or path.is_symlink():
+            continue
+        nested = path.parent != tests_dir
+        if nested and not (path.name.endswith("_test.nu") or path.name.startswith("test_")):
+            continue
+        found.append(path)
+    return sorted(found, key=lambda p: p.relative_to(tests_dir).as_posix())
+
+
 def run_extension_tests(root: Path, *, nu: str | None = None, timeout: float = _TEST_TIMEOUT) -> CheckReport:
-    """Run the extension's own ``tests/*.nu`` with Nushell (`nu -n FILE` from the extension root)."""
+    """Run the extension's own tests (TEST_FILE_RULE) with Nushell (`nu -n FILE` from the extension
+    root); none found is said as a skipped ``test`` result, never as silence."""
     root = Path(root).resolve()
     nu = find_nu() if nu is None else (nu or None)  # "" says: no Nushell
     report = CheckReport()
-    tests_dir = root / "tests"
-    tests = sorted(p for p in tests_dir.glob("*.nu") if p.is_file()) if tests_dir.is_dir() else []
+    tests = find_extension_tests(root)
+    if not tests:
+        report.results.append(CheckResult("test", "tests/", "skipped", f"no tests found (looked for {TEST_FILE_RULE})"))
     for path in tests:
         rel = _rel(root, path)
         if nu is None:

@@ -162,7 +162,8 @@ class Manifest:
     warnings: tuple[Problem, ...] = field(default=(), compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready, keys in field order; versions and constraints as their canonical strings.
+        """JSON-ready, keys in field order; versions and constraints as their canonical strings,
+        each dependency's constraint also as written (``written``: ``^1.7``).
 
         ``warnings`` are about the file, not its data, and are left out.
         """
@@ -181,7 +182,10 @@ class Manifest:
             "provisioning_version": (None if self.provisioning_version is None else str(self.provisioning_version)),
             "compatibility": dict(self.compatibility),
             "provides": {kind: list(self.provides.get(kind, ())) for kind in KINDS},
-            "dependencies": [{"name": d.name, "constraint": str(d.constraint)} for d in self.dependencies],
+            "dependencies": [
+                {"name": d.name, "constraint": str(d.constraint), "written": d.constraint.written}
+                for d in self.dependencies
+            ],
             "system_packages": list(self.system_packages),
             "required_env": list(self.required_env),
             "optional_env": list(self.optional_env),
@@ -217,7 +221,14 @@ class Manifest:
         for item in dependencies:
             if not isinstance(item, dict) or not isinstance(item.get("name"), str):
                 raise ValueError("manifest field 'dependencies' is malformed")
-            deps.append(Dependency(CanonicalName(item["name"]), Constraint.parse(_string_field(item, "constraint"))))
+            normal = Constraint.parse(_string_field(item, "constraint"))
+            written = item.get("written")  # absent in documents stored before it was kept
+            if written is not None:
+                as_written = Constraint.parse(_string_field(item, "written"), check_satisfiable=False)
+                if as_written != normal:
+                    raise ValueError(f"manifest dependency {item['name']!r}: {written!r} is not {str(normal)!r}")
+                normal = as_written
+            deps.append(Dependency(CanonicalName(item["name"]), normal))
         runtime = text("provisioning_version", optional=True)
         return cls(
             name=CanonicalName(text("name")),
@@ -816,7 +827,11 @@ class _Checker:
         if "type" in table:
             return
         provides = cast(dict[str, tuple[str, ...]], self.fields["provides"])
-        named = [kind for kind in KINDS if provides.get(kind)]
+        # A kind counts when it lists anything, even names refused above (they have their own
+        # errors): an invalid provided name must not also read as "[provides] names no kind".
+        raw = self.data.get("provides")
+        listed = raw if isinstance(raw, dict) else {}
+        named = [kind for kind in KINDS if provides.get(kind) or (isinstance(listed.get(kind), list) and listed[kind])]
         if len(named) == 1:
             self.fields["type"] = SINGULAR[named[0]]
             return

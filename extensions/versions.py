@@ -748,6 +748,8 @@ def _parse_term(term: str) -> list[Comparator]:
 def _full_version(body: str) -> SemVer | None:
     if _VERSION_RE.fullmatch(body) is None:
         return None
+    if len(body) > MAX_VERSION_LENGTH:  # the one rule the pattern leaves to parse_version
+        raise _TermError(f"the version starting {body[:40]!r} is longer than {MAX_VERSION_LENGTH} characters")
     return _parse_version(body).without_build()
 
 
@@ -833,6 +835,12 @@ class Requirement:
 
     def __str__(self) -> str:
         return self.name if self.constraint.is_any else f"{self.name} {self.constraint}"
+
+    @property
+    def written(self) -> str:
+        """As its author wrote it (``etcd ^3.5``); ``str()`` is the normal form."""
+        shown = self.constraint.written
+        return self.name if self.constraint.is_any or not shown or shown == "*" else f"{self.name} {shown}"
 
 
 def _suggest_name(name: str) -> str | None:

@@ -186,9 +186,13 @@ def database_from_url(name: str, default: str) -> dict[str, object]:
         raise ImproperlyConfigured(f"{name}={redact_url(url)!r} names no database: use {allowed}")
     if scheme == "sqlite":
         config.setdefault("OPTIONS", {})
-        # WAL and a busy timeout let the web process and in-process tasks share the file.
+        # WAL and a busy timeout let the web process and in-process tasks share the file. A
+        # transaction takes the write lock when it begins (IMMEDIATE): one that began reading and
+        # then wrote would otherwise fail at once ("database is locked", a 500) whenever another
+        # process was writing, the busy timeout notwithstanding.
         config["OPTIONS"] = {
             "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
             "init_command": "PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL;",
         }
     return config

@@ -23,7 +23,8 @@ def index_entry(version: Version) -> dict[str, Any]:
         "size": version.size,
         "yanked": version.yanked,
         "type": version.type,
-        "dependencies": {d["name"]: d["constraint"] for d in manifest.get("dependencies", [])},
+        # As written (^1.7) where the manifest kept it: any reader parses either form.
+        "dependencies": {d["name"]: d.get("written") or d["constraint"] for d in manifest.get("dependencies", [])},
         "compatibility": dict(manifest.get("compatibility") or {}),
         "provides": {kind: names for kind, names in (manifest.get("provides") or {}).items() if names},
         "published_at": version.published_at,

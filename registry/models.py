@@ -147,6 +147,7 @@ class Dependency(models.Model):
     version = models.ForeignKey(Version, on_delete=models.CASCADE, related_name="dependencies")
     extension = models.ForeignKey(Extension, on_delete=models.PROTECT, related_name="dependents")
     constraint = models.TextField()  # normalised (see Version.provisioning_version)
+    written = models.TextField(blank=True, default="")  # as the author wrote it; "" in older rows
 
     class Meta:
         constraints: ClassVar[list[Any]] = [
@@ -155,6 +156,11 @@ class Dependency(models.Model):
 
     def __str__(self) -> str:
         return f"{self.extension_id} {self.constraint}"
+
+    @property
+    def shown(self) -> str:
+        """The constraint as written (rows stored before it was kept: the normal form)."""
+        return self.written or self.constraint
 
 
 class Provide(models.Model):

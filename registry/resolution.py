@@ -16,7 +16,7 @@ from typing import Any
 from django.conf import settings
 from django.urls import reverse
 
-from extensions.errors import ExtensionError
+from extensions.errors import ExtensionError, ResolutionError
 from extensions.index import parse_index
 from extensions.kinds import plural
 from extensions.resolver import Candidate, Resolution, resolve
@@ -80,7 +80,7 @@ def _entry(candidate: Candidate, base_url: str) -> dict[str, Any]:
         "size": candidate.size,
         "yanked": candidate.yanked,
         "download_url": download_url(base_url, candidate.name, str(candidate.version)),
-        "dependencies": [str(requirement) for requirement in candidate.dependencies],
+        "dependencies": [requirement.written for requirement in candidate.dependencies],
     }
 
 
@@ -171,7 +171,14 @@ def _version_requirement(extension: str, version: str | None) -> str:
         try:
             Constraint.parse(version)
         except ExtensionError as exc:
-            raise BadRequest(f"version: {exc}", details=[{"path": "version", "message": str(exc)}]) from None
+            # As POST /api/v1/resolve answers a requirement that does not parse: a 422 naming it.
+            raise ResolutionError(
+                exc.message,  # (the error names its path: "version: ...")
+                path="version",
+                details=[
+                    {"reason": "invalid_requirement", "path": "version", "requirement": version, "message": exc.message}
+                ],
+            ) from None
         return f"{extension} {version}"
     return f"{extension} ={version}"
 

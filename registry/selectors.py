@@ -84,6 +84,27 @@ def canonical_version(text: str) -> str:
         ) from None
 
 
+def close_names(name: str, *, limit: int = 3) -> list[str]:
+    """Published extension names close to ``name`` (a typo's likely meaning), closest first.
+    Bounded: only names with the same first letter are compared."""
+    import difflib
+
+    candidates = list(
+        Extension.objects.filter(name__startswith=name[:1]).exclude(name=name).values_list("name", flat=True)[:5000]
+    )
+    return difflib.get_close_matches(name, candidates, n=limit, cutoff=0.7)
+
+
+def unknown_extension(name: str) -> NotFound:
+    """The 404 for a (valid) name no extension has: with the close names, if any."""
+    close = close_names(name)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    return NotFound(
+        f"no extension named {name!r} in this registry{hint}",
+        details=[{"path": "name", "name": name, "suggestions": close}],
+    )
+
+
 # --- one extension, one version --------------------------------------------------------------------
 
 
@@ -104,7 +125,7 @@ def extension_get(*, name: str, with_readme: bool = False) -> Extension:
         .first()
     )
     if extension is None:
-        raise NotFound(f"no extension named {name!r} in this registry")
+        raise unknown_extension(name)
     return extension
 
 
@@ -120,7 +141,7 @@ def version_get(*, name: str, version: str) -> Version:
     )
     if row is None:
         if not Extension.objects.filter(name=name).exists():
-            raise NotFound(f"no extension named {name!r} in this registry")
+            raise unknown_extension(name)
         known = sort_versions(Version.objects.filter(extension__name=name).only("version"))
         shown = ", ".join(v.version for v in known[:20]) + (" ..." if len(known) > 20 else "")
         raise NotFound(
@@ -220,10 +241,10 @@ def with_display_versions(extensions: list[Extension]) -> list[tuple[Extension, 
 
 def extension_dependents(*, name: str, limit: int = 20, offset: int = 0) -> Page:
     """The extensions that have a version depending on ``name``, by name; each item is
-    ``(extension, [(version, constraint), ...newest first])``."""
+    ``(extension, [(version, dependency row), ...newest first])``."""
     target = Extension.objects.filter(name=check_name(name)).first()
     if target is None:
-        raise NotFound(f"no extension named {name!r} in this registry")
+        raise unknown_extension(name)
     dependents = (
         Extension.objects.filter(versions__dependencies__extension=target)
         .distinct()
@@ -233,13 +254,13 @@ def extension_dependents(*, name: str, limit: int = 20, offset: int = 0) -> Page
     )
     total = dependents.count()
     page = list(dependents[offset : offset + limit]) if offset < total else []
-    edges: dict[int, list[tuple[Version, str]]] = {}
+    edges: dict[int, list[tuple[Version, Dependency]]] = {}
     for dep in (
         Dependency.objects.filter(extension=target, version__extension__in=page)
         .select_related("version")
         .defer(*_deferred("version__"))
     ):
-        edges.setdefault(dep.version.extension_id, []).append((dep.version, dep.constraint))
+        edges.setdefault(dep.version.extension_id, []).append((dep.version, dep))
     items = [(e, sorted(edges.get(e.pk, []), key=lambda vc: semver_key(vc[0].version), reverse=True)) for e in page]
     return Page(items=items, total=total, limit=limit, offset=offset)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
@@ -45,9 +45,20 @@ from registry.models import (
     Provide,
     Version,
 )
-from registry.selectors import check_name
+from registry.selectors import check_name, unknown_extension
 from registry.staticindex import static_index_refresh
-from registry.tokens import DEFAULT_SCOPES, Actor, generate_token, scope_problem, token_digest
+from registry.tokens import (
+    DEFAULT_SCOPES,
+    TOKENS_SCOPE,
+    Actor,
+    generate_token,
+    scope_covers,
+    scope_problem,
+    token_digest,
+)
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 log = logging.getLogger(__name__)
 
@@ -375,7 +386,9 @@ def version_create(
     targets = {e.name: e for e in Extension.objects.filter(name__in=list(dependencies))}
     Dependency.objects.bulk_create(
         [
-            Dependency(version=version, extension=targets[n], constraint=str(d.constraint))
+            Dependency(
+                version=version, extension=targets[n], constraint=str(d.constraint), written=d.constraint.written
+            )
             for n, d in dependencies.items()
         ]
     )
@@ -531,7 +544,7 @@ def _extension_for_write(name: str) -> Extension:
     check_name(name)
     extension = Extension.objects.select_for_update().filter(name=name).first()
     if extension is None:
-        raise NotFound(f"no extension named {name!r}")
+        raise unknown_extension(name)
     return extension
 
 
@@ -567,6 +580,26 @@ def owner_remove(*, actor: Actor, name: str, username: str) -> Extension:
 MAX_TOKEN_DAYS = 3650
 
 
+def require_token_rights(actor: Actor, doing: str) -> User:
+    """Managing tokens (``doing``: "listing tokens", ...) needs a session, a password, or a token
+    with the ``tokens`` scope (SPEC 3.4): a leaked publish token cannot mint or revoke others."""
+    if not actor.is_authenticated or actor.user is None:
+        raise Unauthenticated(f"{doing} needs a token, a session, or a username and password")
+    if not actor.may_manage_tokens:
+        raise Forbidden(
+            f"this token may not manage tokens ({doing}): it needs the scope {TOKENS_SCOPE}; "
+            "create one that has it with your username and password (provisioning registry login)",
+            details=[{"required_scope": TOKENS_SCOPE}],
+        )
+    return actor.user
+
+
+def token_list(*, actor: Actor) -> list[ApiToken]:
+    """The actor's user's tokens, newest first (revoked and expired ones too)."""
+    user = require_token_rights(actor, "listing tokens")
+    return list(ApiToken.objects.filter(user=user).order_by("-created_at", "-id"))
+
+
 @transaction.atomic
 def token_create(
     *, actor: Actor, name: str, scopes: list[str] | None, expires_in_days: int | None
@@ -574,8 +607,7 @@ def token_create(
     """A new token for the actor's user; returns the row and the secret (shown once). A token can
     only create tokens with scopes it has itself (no escalation); without scopes asked, the new
     token gets every scope (or, created with a token, that token's scopes)."""
-    if not actor.is_authenticated or actor.user is None:
-        raise Unauthenticated("creating a token needs a token, a session, or a username and password")
+    user = require_token_rights(actor, "creating a token")
     if scopes is None:
         scopes = list(actor.token.scopes) if actor.token is not None else list(DEFAULT_SCOPES)
     wanted = list(scopes)
@@ -587,8 +619,7 @@ def token_create(
     if actor.token is not None:
         held = list(actor.token.scopes)
         for scope in wanted:
-            action, target = scope.split(":", 1)
-            if f"{action}:*" not in held and (target == "*" or f"{action}:{target}" not in held):
+            if not scope_covers(held, scope):
                 raise Forbidden(f"this token cannot grant {scope!r}: a token can only grant scopes it has ({held})")
     if expires_in_days is not None and not 1 <= expires_in_days <= MAX_TOKEN_DAYS:
         raise BadRequest(f"expires_in_days must be between 1 and {MAX_TOKEN_DAYS}, or omitted for no expiry")
@@ -601,7 +632,7 @@ def token_create(
         expires_at = timezone.now() + timedelta(days=expires_in_days) if expires_in_days else None
     secret = generate_token()
     token = ApiToken.objects.create(
-        user=actor.user,
+        user=user,
         name=name,
         prefix=secret[:12],
         digest=token_digest(secret),
@@ -619,9 +650,8 @@ def token_create(
 
 @transaction.atomic
 def token_revoke(*, actor: Actor, token_id: int) -> ApiToken:
-    if not actor.is_authenticated or actor.user is None:
-        raise Unauthenticated("revoking a token needs a token, a session, or a username and password")
-    token = ApiToken.objects.select_for_update().filter(pk=token_id, user=actor.user).first()
+    user = require_token_rights(actor, "revoking a token")
+    token = ApiToken.objects.select_for_update().filter(pk=token_id, user=user).first()
     if token is None:
         raise NotFound(f"you have no token with id {token_id}")
     now = timezone.now()

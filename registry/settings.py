@@ -178,7 +178,9 @@ REGISTRY_SANDBOX_ISOLATE_NETWORK = env_bool("REGISTRY_SANDBOX_ISOLATE_NETWORK", 
 CELERY_BROKER_URL = env_url("CELERY_BROKER_URL", "", ("redis", "rediss", "amqp", "amqps", "sqs"))
 CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
 if CELERY_TASK_ALWAYS_EAGER:
-    CELERY_BROKER_URL = "memory://"  # tasks run in-process; nothing is ever sent
+    # tasks run in-process; nothing is ever sent. (With a host, kombu does not warn "No hostname was
+    # supplied" each time something describes the connection.)
+    CELERY_BROKER_URL = "memory://localhost/"
 CELERY_TASK_EAGER_PROPAGATES = False
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -242,7 +244,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["registry.parsers.SafeJSONParser"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "registry.openapi.RegistrySchema",
     "UNAUTHENTICATED_USER": None,
     "EXCEPTION_HANDLER": "registry.exception_handler.exception_handler",
     "NUM_PROXIES": env_int("REGISTRY_NUM_PROXIES", 0),

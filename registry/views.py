@@ -14,7 +14,7 @@ import functools
 import hashlib
 import logging
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -127,14 +127,33 @@ def with_catalog_headers(response: HttpResponseBase) -> HttpResponseBase:
     return response
 
 
-def not_found_page(request: HttpRequest, message: str) -> HttpResponse:
-    """The catalog's HTML 404, saying what was not found (the message is escaped)."""
-    response = render(request, "404.html", {"message": message, "title": "Not found"}, status=404)
+def not_found_page(request: HttpRequest, message: str, suggestions: Sequence[str] = ()) -> HttpResponse:
+    """The catalog's HTML 404, saying what was not found (the message is escaped), with links to
+    the close names there are."""
+    context = {
+        "message": message,
+        "title": "Not found",
+        "suggestions": [{"name": name, "url": extension_url(name)} for name in suggestions],
+    }
+    response = render(request, "404.html", context, status=404)
     with_catalog_headers(response)
     return response
 
 
 View = Callable[..., HttpResponseBase]
+
+
+def _without_suggestions(error: NotFound | BadRequest) -> tuple[str, list[str]]:
+    """An error's message without its "did you mean" hint, and the names the hint suggested (the
+    page links them instead)."""
+    names: list[str] = []
+    for detail in error.details:
+        if isinstance(detail, dict):
+            names += [str(n) for n in detail.get("suggestions") or []]
+            if detail.get("suggestion"):
+                names.append(str(detail["suggestion"]))
+    message = error.message.split("; did you mean", 1)[0] if names else error.message
+    return message, names
 
 
 def catalog_page(view: View) -> View:
@@ -146,7 +165,7 @@ def catalog_page(view: View) -> View:
         try:
             response = view(request, *args, **kwargs)
         except (NotFound, BadRequest) as error:
-            response = not_found_page(request, error.message)
+            response = not_found_page(request, *_without_suggestions(error))
         return with_catalog_headers(response)
 
     return wrapper
@@ -207,7 +226,7 @@ class VersionView:
     repository: str | None
     keywords: list[str]
     categories: list[str]
-    dependencies: list[tuple[str, str]]  # (name, constraint), by name
+    dependencies: list[tuple[str, str, str]]  # (name, normal form, as written), by name
     provides: list[tuple[str, list[str]]]  # (plural kind, names), only the kinds present
 
 
@@ -224,7 +243,7 @@ def _version_view(extension: Extension, version: Version) -> VersionView:
         repository=_http_url(manifest.get("repository")),
         keywords=[str(k) for k in manifest.get("keywords") or []],
         categories=[str(c) for c in manifest.get("categories") or []],
-        dependencies=[(d.extension.name, d.constraint) for d in selectors.version_dependencies(version)],
+        dependencies=[(d.extension.name, d.constraint, d.written) for d in selectors.version_dependencies(version)],
         provides=[(kind, names) for kind, names in provides.items() if names],
     )
 
@@ -262,10 +281,8 @@ def home(request: HttpRequest) -> HttpResponse:
     """The front page: the search box, counts, the latest publishes, and browsing by kind."""
     stats = selectors.catalog_stats()
     kinds = []
-    for kind in TYPES:  # templates only when there are some
+    for kind in TYPES:  # every kind, templates too ("None published yet." when empty)
         count = stats.extensions_by_type.get(kind, 0)
-        if kind == "template" and not count:
-            continue
         sample = selectors.extension_search(type=kind, limit=8).items if count else []
         kinds.append(
             {

@@ -50,7 +50,7 @@ from django.test import Client, TestCase
 
 from extensions.archive import build_package
 from registry.services import token_create
-from registry.tokens import Actor
+from registry.tokens import DEFAULT_SCOPES, Actor
 
 _KIND_OF_TYPE = {"provider": "providers", "taskserv": "taskservs", "cluster": "clusters", "template": "templates"}
 _token_names = itertools.count(1)
@@ -72,7 +72,7 @@ def make_user(username: str = "alice", password: str | None = None) -> AbstractB
 
 def make_token(
     user: AbstractBaseUser,
-    scopes: Iterable[str] = ("publish:*", "yank:*", "owners:*"),
+    scopes: Iterable[str] = DEFAULT_SCOPES,
     expires_in_days: int | None = None,
 ) -> str:
     """A new API token secret (``pvr_...``) for the user, created through the token service."""

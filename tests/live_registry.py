@@ -22,13 +22,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.services import BASE_DIR, HOST, free_port
+from tests.services import BASE_DIR, HOST, die_with_parent, free_port
 
 EXAMPLES = [str(BASE_DIR / "extensions" / kind) for kind in ("providers", "taskservs", "clusters")]
 
@@ -77,8 +76,10 @@ class LiveRegistry:
         return proc
 
     def createtoken(self, username: str = "alice", *scopes: str) -> str:
+        """A new token of USERNAME (created if missing): with the scopes given, else createtoken's
+        default (every scope, tokens included)."""
         args = ["createtoken", username, "--create-user"]
-        for scope in scopes or ("publish:*", "yank:*", "owners:*"):
+        for scope in scopes:
             args += ["--scope", scope]
         return self.manage(*args).stdout.strip().splitlines()[-1]
 
@@ -94,8 +95,16 @@ class LiveRegistry:
             "--timeout", "120", "--graceful-timeout", "5",
         ]  # fmt: skip
         with self.log.open("ab") as output:
+            # Its own process group (stop() signals master and workers at once), and SIGTERM when
+            # the test process ends however it ends (tests.services.die_with_parent).
             self.process = subprocess.Popen(
-                command, cwd=BASE_DIR, env=self.env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
+                command,
+                cwd=BASE_DIR,
+                env=self.env,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=die_with_parent,
             )
         atexit.register(self._kill)
         deadline = time.monotonic() + timeout
@@ -135,19 +144,19 @@ class LiveRegistry:
 
 
 @pytest.fixture
-def live_registry(tmp_path: Path) -> Iterator[LiveRegistry]:
-    """A fresh registry process (SQLite) for this test, started; stopped afterwards."""
+def live_registry(tmp_path: Path, request: pytest.FixtureRequest) -> LiveRegistry:
+    """A fresh registry process (SQLite) for this test, started; stopped by a finalizer."""
     registry = LiveRegistry(tmp_path / "registry")
+    request.addfinalizer(registry.stop)
     registry.start()
-    yield registry
-    registry.stop()
+    return registry
 
 
 @pytest.fixture(scope="session")
-def examples_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveRegistry]:
+def examples_registry(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> LiveRegistry:
     """One registry per test process with every bundled example published. Read-only for tests."""
     registry = LiveRegistry(tmp_path_factory.mktemp("examples-registry"))
+    request.addfinalizer(registry.stop)
     registry.start()
     registry.manage("publish", "--skip-existing", *EXAMPLES)
-    yield registry
-    registry.stop()
+    return registry

@@ -135,6 +135,21 @@ def _tail(path: Path, lines: int = 30) -> str:
         return "(no output)"
 
 
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent() -> None:
+    """A ``preexec_fn`` for the servers the tests start: the child gets SIGTERM when the process
+    that started it ends, however it ends (a finished run, Ctrl-C, a SIGKILL of pytest or of an
+    xdist worker), so no run leaves a server behind. Linux's PR_SET_PDEATHSIG; it follows the
+    thread that started the child, so start servers from the main thread (fixtures do)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+
+
 def _end_process(process: subprocess.Popen[bytes], timeout: float = 10) -> int:
     """SIGTERM, then SIGKILL if it does not exit in time; the exit status."""
     if process.poll() is None:
@@ -462,6 +477,7 @@ class ServerProcess:
                     stderr=subprocess.STDOUT,
                     cwd=self.directory,
                     start_new_session=True,
+                    preexec_fn=die_with_parent,
                 )
             self.port, self.process = port, process
             _wait_until(lambda: self._exited() or self.answers(), timeout)
@@ -642,7 +658,13 @@ def celery_worker_factory(
         began = time.monotonic()
         with logfile.open("wb") as output:
             process = subprocess.Popen(
-                command, stdout=output, stderr=subprocess.STDOUT, cwd=BASE_DIR, env=child_env, start_new_session=True
+                command,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                cwd=BASE_DIR,
+                env=child_env,
+                start_new_session=True,
+                preexec_fn=die_with_parent,
             )
         atexit.register(_end_process, process, 5)
         worker = CeleryWorker(process=process, log=logfile, name=name, app=app, env=child_env)

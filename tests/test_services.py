@@ -227,3 +227,43 @@ def test_live_server_a_worker_and_s3_storage_combine(
     assert health.status_code == 200, health.text
     checks = health.json()["data"]["checks"]
     assert (checks["database"], checks["storage"]) == ("ok", "ok")
+
+
+@pytest.mark.slow
+def test_a_killed_test_process_leaves_no_live_registry_behind(tmp_path: Path) -> None:
+    """Even a SIGKILL of the process that started a live gunicorn (an interrupted run, a killed
+    xdist worker: no finalizer or atexit runs) stops it: it dies with its parent."""
+    import signal
+    import subprocess
+    import sys
+
+    from tests.services import BASE_DIR
+
+    script = (
+        "import sys, time; from pathlib import Path; from tests.live_registry import LiveRegistry\n"
+        f"r = LiveRegistry(Path({str(tmp_path / 'registry')!r})); r.start(workers=1, threads=1)\n"
+        "print(r.process.pid, r.port, flush=True); time.sleep(600)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(BASE_DIR)}
+    parent = subprocess.Popen([sys.executable, "-c", script], cwd=BASE_DIR, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        pid, port = (int(x) for x in parent.stdout.readline().split())
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).status_code == 200
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(10)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            # (a zombie is reaped by init once the master exits; it no longer serves)
+            time.sleep(0.1)
+        else:
+            pytest.fail(f"gunicorn {pid} outlived the process that started it")
+        with pytest.raises(httpx.HTTPError):
+            httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+    finally:
+        if parent.poll() is None:
+            parent.kill()

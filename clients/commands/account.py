@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from clients.commands._args import positive
 from clients.config import forget_credentials, store_credentials
 from clients.errors import UsageError
-from clients.registry_client import RegistryClient
+from clients.registry_client import RegistryClient, RegistryErrorAnswer
 
 if TYPE_CHECKING:
     from clients.cli import Commands, Context
@@ -50,9 +50,15 @@ def _cmd_login(args: argparse.Namespace, ctx: Context) -> int:
             info = {k: v for k, v in created.items() if k != "token"}
         elif given:
             client.token = given
-            client.tokens()  # proves the token works (401 otherwise)
-            token = given
             info = {"prefix": given[:12]}
+            try:
+                client.tokens()  # proves the token works (401 otherwise)
+            except RegistryErrorAnswer as exc:
+                if exc.code != "forbidden":
+                    raise
+                # Authenticated, but without the tokens scope (it may still publish): keep it.
+                info["tokens_scope"] = False
+            token = given
         else:
             raise UsageError(
                 "give --username U (the password is asked for, or read with --password-stdin) "
@@ -62,6 +68,8 @@ def _cmd_login(args: argparse.Namespace, ctx: Context) -> int:
     out.success({"registry": config.registry, "credentials": str(path), "token": info})
     who = f" as {args.username}" if args.username else ""
     out.line(f"logged in to {config.registry}{who}; token {token[:12]}… stored in {path}")
+    if info.get("tokens_scope") is False:
+        out.line("this token has no tokens scope: it cannot list, create or revoke tokens")
     return 0
 
 
@@ -93,7 +101,8 @@ def register(cli: Commands) -> None:
         "--scope",
         action="append",
         metavar="SCOPE",
-        help="a scope of the new token, repeatable (publish:NAME, publish:*, yank:NAME, owners:NAME); default: all",
+        help="a scope of the new token, repeatable (publish:NAME, publish:*, yank:NAME, owners:NAME, tokens); "
+        "default: all (tokens: list, create and revoke tokens)",
     )
     p.add_argument("--expires-in-days", type=positive, metavar="N", help="the new token expires after N days")
 

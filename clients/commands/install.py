@@ -91,7 +91,9 @@ def _list(type: str) -> Handler:
             infra = Path(args.infra)
             found = install.installed(infra, store=Store(ctx.config.home), type=type)
             yanked, unchecked = _yanked_pins(ctx, infra, found)
-            out.success([{**item.to_dict(), "yanked": yanked.get(item.entry.name)} for item in found])
+            broken = [item for item in found if item.status != "ok"]
+            if not broken:
+                out.success([{**item.to_dict(), "yanked": yanked.get(item.entry.name)} for item in found])
             if not found:
                 out.line(f"no {type}s in {infra / LOCKFILE_NAME}")
                 return 0
@@ -108,6 +110,13 @@ def _list(type: str) -> Handler:
                     )
             if unchecked:
                 out.warn(f"not checked for yanked versions: {unchecked}")
+            if broken:  # as `providers validate` does: an install that is not what the lockfile pins fails
+                raise ClientError(
+                    f"{len(broken)} of {len(found)} {type}s in {infra} are not as {LOCKFILE_NAME} pins them: "
+                    f"restore them with `provisioning extension sync --infra {infra}`",
+                    code="integrity_error",
+                    details=[{"path": item.entry.name, "message": p} for item in broken for p in item.problems],
+                )
             return 0
         with RegistryClient.from_config(ctx.config) as client:
             offered = client.provided(type)

@@ -34,20 +34,15 @@ def _build_failed(build: dict[str, Any]) -> ClientError:
     )
 
 
-def _print_failed_build(out: Output, build: dict[str, Any], *, logged: bool) -> None:
-    """For people: the failed build's URL and log (``logged``: the log was printed as it came, so
-    only the failing step's further message lines are left to show)."""
+def _print_failed_build(out: Output, build: dict[str, Any]) -> None:
+    """For people, after the build log was printed: the failing step's further message lines
+    (the log shows each step's first line) and where the log is."""
     log = [e for e in build.get("log") or [] if isinstance(e, dict)]
-    if not logged:
-        out.line(f"build {build.get('id')}: failed ({build.get('url')})")
-        for entry in log:
-            out.line(_log_line(entry))
     failing = next((e for e in reversed(log) if e.get("status") == "failed"), None)
     if failing is not None:
         for line in str(failing.get("message") or "").strip().splitlines()[1:]:
             out.line(f"  {'':<14} {'':<8} {'':9}  {line}")
-    if logged:
-        out.line(f"the build log: {build.get('url')}")
+    out.line(f"the build log: {build.get('url')}")
 
 
 def _cmd_publish(args: argparse.Namespace, ctx: Context) -> int:
@@ -67,8 +62,12 @@ def _cmd_publish(args: argparse.Namespace, ctx: Context) -> int:
                 on_log=lambda entry: out.line(_log_line(entry)),
                 timeout=args.timeout,
             )
+        else:  # (not a terminal, or --no-wait) the steps so far, all of them
+            for entry in build.get("log") or []:
+                if isinstance(entry, dict):
+                    out.line(_log_line(entry))
     if build.get("status") == "failed":
-        _print_failed_build(out, build, logged=wait)
+        _print_failed_build(out, build)
         raise _build_failed(build)
     out.success(build)
     result = build.get("result") or {}
@@ -108,6 +107,34 @@ def _cmd_yank(args: argparse.Namespace, ctx: Context) -> int:
             out.warn(
                 f"the reason was not changed to {reason!r}: undo the yank (--undo), then yank again with the new reason"
             )
+    return 0
+
+
+def _cmd_owners(args: argparse.Namespace, ctx: Context) -> int:
+    out = ctx.out
+    if args.action == "list" and args.user is not None:
+        raise UsageError("owners list takes no USER: provisioning extension owners list NAME")
+    if args.action != "list" and args.user is None:
+        raise UsageError(f"owners {args.action} needs a USER: provisioning extension owners {args.action} NAME USER")
+    with RegistryClient.from_config(ctx.config) as client:
+        if args.action == "add":
+            data = client.add_owner(args.name, args.user)
+        elif args.action == "remove":
+            data = client.remove_owner(args.name, args.user)
+        else:
+            data = client.owners(args.name)
+    out.success(data)
+    owners = [o for o in data.get("owners") or [] if isinstance(o, dict)]
+    everyone = ", ".join(str(o.get("username")) for o in owners)
+    if args.action == "add":
+        out.line(f"{args.user} is an owner of {data.get('name')}; its owners: {everyone}")
+    elif args.action == "remove":
+        out.line(f"{args.user} is no longer an owner of {data.get('name')}; its owners: {everyone}")
+    else:
+        out.table(
+            ["owner", "added", "added by"],
+            [(o.get("username"), str(o.get("added_at") or "")[:10], o.get("added_by") or "") for o in owners],
+        )
     return 0
 
 
@@ -172,14 +199,17 @@ def _print_extension(out: Output, data: dict[str, Any]) -> None:
 def _print_version(out: Output, data: dict[str, Any]) -> None:
     out.line(f"{data['name']} {data['version']} ({data.get('type')})" + ("  [yanked]" if data.get("yanked") else ""))
     out.line(_trim(data.get("description"), 500))
-    dependencies = ", ".join(f"{d['name']} {d['constraint']}".strip() for d in data.get("dependencies") or [])
+    # Constraints as their authors wrote them (`constraint`; `normal` is the normal form), joined
+    # with "; " since a constraint may hold a comma itself.
+    dependencies = "; ".join(f"{d['name']} {d['constraint']}".strip() for d in data.get("dependencies") or [])
     manifest = data.get("manifest") or {}
+    runtime = (manifest.get("compatibility") or {}).get("provisioning_version") or data.get("provisioning_version")
     for label, value in (
         ("sha256", data.get("sha256")),
         ("size", data.get("size")),
         ("published", f"{data.get('published_at')} by {data.get('published_by')}"),
         ("yanked", data.get("yanked_reason") if data.get("yanked") else None),
-        ("runtime", data.get("provisioning_version")),
+        ("runtime", runtime),
         ("depends on", dependencies),
         ("packages", ", ".join(manifest.get("system_packages") or [])),
         ("needs env", ", ".join(manifest.get("required_env") or [])),
@@ -224,6 +254,16 @@ def register(cli: Commands) -> None:
     p.add_argument("version", metavar="VERSION")
     p.add_argument("--reason", metavar="R", help="why (required to yank; shown to everyone)")
     p.add_argument("--undo", action="store_true", help="undo the yank")
+
+    p = cli.leaf(
+        "extension",
+        "owners",
+        _cmd_owners,
+        "list an extension's owners, or (as an owner, with a token scoped owners:NAME) add or remove one",
+    )
+    p.add_argument("action", choices=("list", "add", "remove"), metavar="list|add|remove")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("user", nargs="?", metavar="USER", help="the username to add or remove")
 
     p = cli.leaf("extension", "search", _cmd_search, "search the registry's catalog")
     p.add_argument("query", nargs="?", default="", metavar="Q", help="words matched in names, descriptions, keywords")

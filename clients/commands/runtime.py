@@ -86,14 +86,21 @@ def _report(ctx: Context, result: LoadResult, verb: str) -> None:
     for dep in result.loaded:
         if dep.key not in keys:
             meta = dep.metadata
-            out.line(f"loaded {meta.extension_type} {meta.name} {meta.version} (dependency, {dep.source}): {dep.path}")
+            where = _source(dep.source)
+            out.line(f"loaded {meta.extension_type} {meta.name} {meta.version} (dependency, {where}): {dep.path}")
     if result.cached:
         meta = ext.metadata
-        out.line(f"{meta.extension_type} {meta.name} {meta.version} is already loaded ({ext.source}): {ext.path}")
+        where = _source(ext.source)
+        out.line(f"{meta.extension_type} {meta.name} {meta.version} is already loaded ({where}): {ext.path}")
         return
     for root in roots:
         meta = root.metadata
-        out.line(f"{verb} {meta.extension_type} {meta.name} {meta.version} ({root.source}): {root.path}")
+        out.line(f"{verb} {meta.extension_type} {meta.name} {meta.version} ({_source(root.source)}): {root.path}")
+
+
+def _source(source: str) -> str:
+    """Where a loaded extension came from, in words (Extension.source)."""
+    return {"store": "local store"}.get(source, source)
 
 
 def _cmd_discover(args: argparse.Namespace, ctx: Context) -> int:

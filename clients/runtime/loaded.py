@@ -81,8 +81,10 @@ class ExtensionMetadata:
 @dataclass(frozen=True)
 class Extension:
     """A loaded extension: the platform's ``Extension`` (``metadata``, ``path``, ``loaded_at``) plus
-    where it came from (``source``: ``"local"`` for a discovery directory, ``"registry"`` for the
-    store), the package's ``sha256`` (registry only) and the cache keys of its dependencies."""
+    where it came from (``source``: ``"local"`` for a discovery directory, ``"registry"`` for a
+    package of the registry, ``"store"`` for one the local store held while the registry was not
+    asked: offline, or unreachable), the package's ``sha256`` (registry and store only) and the
+    cache keys of its dependencies."""
 
     metadata: ExtensionMetadata
     path: str

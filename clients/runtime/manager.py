@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from clients.errors import ClientError
 from clients.registry_client import IntegrityError
 from clients.runtime.arguments import _check_name, _exact_version, _Spec, normalise_type
 from clients.runtime.discovery import _LocalIndex, _misplaced, _read_manifest, _Sources, default_search_paths
@@ -323,6 +324,9 @@ class ExtensionManager(RuntimeState):
             suggestions = list(first.get("suggestions") or [])
             if not suggestions:
                 suggestions = difflib.get_close_matches(name, sources.names(), n=3, cutoff=0.7)
+            # Only names of the kind asked for: `taskserv kubernets` means the taskserv kubernetes,
+            # never the cluster kubernetes-ha.
+            suggestions = [s for s in suggestions if _is_of_kind(sources, s, kind)]
             hint = f"; did you mean {' or '.join(repr(s) for s in suggestions)}?" if suggestions else ""
             misplaced = _misplaced(self.search_paths, kind, name)
             if misplaced is not None:  # far likelier what was meant than a close name
@@ -431,6 +435,10 @@ class ExtensionManager(RuntimeState):
             store.fetch(self.client, candidate.name, version, candidate.sha256, progress=bar)
             path = store.tree(candidate.type, candidate.name, version, candidate.sha256)
             sha256 = candidate.sha256
+            if self.client.offline or self.client.unreachable is not None:
+                # Not asked (--offline) or not reachable: the package and the index data were the
+                # local store's and its cache's, and that is what the user is told.
+                source = "store"
         manifest = _read_manifest(path)
         if (manifest.name, str(manifest.version), manifest.type) != (candidate.name, version, candidate.type):
             raise IntegrityError(
@@ -488,3 +496,11 @@ def _same(extension: Extension, kind: str, name: str) -> bool:
 
 def _key_of(candidate: Candidate) -> str:
     return f"{candidate.type}:{candidate.name}:{candidate.version.without_build()}"
+
+
+def _is_of_kind(sources: _Sources, name: str, kind: str) -> bool:
+    """Whether some version of ``name`` (installed, or in the registry) is a ``kind``."""
+    try:
+        return any(candidate.type == kind for candidate in sources.versions(name))
+    except ClientError:
+        return False

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
+from django.core.validators import RegexValidator
 from django.http import HttpRequest
 from rest_framework import serializers
 from rest_framework.authentication import SessionAuthentication
@@ -30,6 +31,52 @@ from registry.tokens import Actor
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
+MAX_OFFSET = 1_000_000_000
+
+
+# --- request bodies: JSON types as documented, no coercion ----------------------------------------
+
+
+class StrictText(serializers.CharField):
+    """A string, and only a string (DRF's CharField would take 0 for "0")."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return str(super().to_internal_value(data))
+
+
+class StrictInteger(serializers.IntegerField):
+    """A JSON integer, not a string of digits, a float or a boolean."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return int(super().to_internal_value(data))
+
+
+class StrictBoolean(serializers.BooleanField):
+    """true or false, not "yes" or 1."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
+#: Not blank, no NUL (DRF refuses NUL in text): the pattern documented for every text input.
+TEXT_PATTERN = r"^[^\x00]*[^\x00\s][^\x00]*$"
+
+
+def text_field(max_length: int, **options: Any) -> StrictText:
+    """A required text input: a string, not blank, at most ``max_length`` characters, documented
+    with the same bounds (minLength, maxLength and TEXT_PATTERN)."""
+    return StrictText(
+        max_length=max_length,
+        min_length=1,
+        validators=[RegexValidator(TEXT_PATTERN, message="This field may not be blank.")],
+        **options,
+    )
 
 
 def ok(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -103,6 +150,12 @@ class ApiView(APIView):
     authentication_classes = [BearerTokenAuthentication, SessionAuthentication]
     parser_classes = [SafeJSONParser]  # uploads declare MultiPartParser themselves
     throttle_classes = [WriteThrottle]
+    # No OPTIONS: DRF would answer it with its own metadata document, outside the envelope; it
+    # is a 405 in the envelope (with Allow) like any other method a view does not take.
+    http_method_names = ["get", "post", "put", "patch", "delete", "head"]
+    #: The methods that need a token (or a session): the OpenAPI document marks those operations,
+    #: and only those, as needing one (registry.openapi.RegistrySchema).
+    token_methods: tuple[str, ...] = ("POST", "PUT", "PATCH", "DELETE")
 
     def actor(self) -> Actor:
         return actor_for(self.request)
@@ -135,7 +188,7 @@ def int_param(request: Request, name: str, *, default: int, minimum: int, maximu
 
 def paging(request: Request) -> tuple[int, int]:
     limit = int_param(request, "limit", default=DEFAULT_LIMIT, minimum=1, maximum=MAX_LIMIT)
-    offset = int_param(request, "offset", default=0, minimum=0)
+    offset = int_param(request, "offset", default=0, minimum=0, maximum=MAX_OFFSET)
     return limit, offset
 
 

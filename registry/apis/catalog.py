@@ -7,18 +7,18 @@ parameters and version strings are a 400 naming the parameter and what is allowe
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from extensions.kinds import SINGULAR, TYPES, plural, singular
-from extensions.manifest import KEYWORD_RULE, is_valid_keyword
+from extensions.kinds import KINDS, SINGULAR, TYPES, plural, singular
+from extensions.manifest import KEYWORD_RULE, MAX_KEYWORD_LENGTH, is_valid_keyword
 from registry import selectors
 from registry.apis.base import ApiView, bad_param, base_url, ok, paging
 from registry.apis.shapes import (
-    ERRORS,
     NAME_PARAM,
     PAGING,
     VERSION_PARAM,
@@ -28,16 +28,24 @@ from registry.apis.shapes import (
     ExtensionLookup,
     ProvidedItem,
     VersionDetail,
+    answers,
+    constraint_fields,
     envelope,
     extension_detail,
     extension_item,
     page_of,
     provided_item,
+    render,
     version_detail,
 )
 from registry.errors import NotFound
 
 MAX_QUERY_CHARS = 200
+#: What q may hold: no control characters (PostgreSQL refuses NUL in text: a 400, never a 500).
+Q_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]*$"
+_Q_RE = re.compile(Q_PATTERN)
+#: A keyword as extension.toml allows it, in any case (it is compared lower-cased); empty is none.
+KEYWORD_PATTERN = rf"^[A-Za-z0-9-]{{0,{MAX_KEYWORD_LENGTH}}}$"
 
 
 class ExtensionListApi(ApiView):
@@ -53,29 +61,40 @@ class ExtensionListApi(ApiView):
             "with version, published_at, download_url, checksum and size null."
         ),
         parameters=[
-            OpenApiParameter("q", str, description="matches name, description and keywords, case-insensitively"),
-            OpenApiParameter("type", str, enum=list(TYPES), description="only this type"),
-            OpenApiParameter("keyword", str, description="only extensions with this keyword"),
+            OpenApiParameter(
+                "q",
+                {"type": "string", "maxLength": MAX_QUERY_CHARS, "pattern": Q_PATTERN},
+                description="matches name, description and keywords, case-insensitively",
+            ),
+            OpenApiParameter(
+                "type",
+                str,
+                enum=["", *TYPES, *KINDS],
+                description="only this type (singular or plural); empty for every type",
+            ),
+            OpenApiParameter(
+                "keyword",
+                {"type": "string", "pattern": KEYWORD_PATTERN},
+                description="only extensions with this keyword (any case); empty for any",
+            ),
             *PAGING,
         ],
-        responses={
-            200: envelope("ExtensionSearchEnvelope", page_of("ExtensionPage", ExtensionItem(many=True))),
-            400: ERRORS[400],
-        },
+        responses=answers(
+            {200: envelope("ExtensionSearchEnvelope", page_of("ExtensionPage", ExtensionItem(many=True)))}, 400
+        ),
         tags=["catalog"],
     )
     def get(self, request: Request) -> Response:
         params = request.query_params
         q = params.get("q", "")
-        if len(q) > MAX_QUERY_CHARS or not q.isprintable():
-            # (PostgreSQL refuses NUL in text: that must be a 400, never a 500.)
-            raise bad_param("q", f"use at most {MAX_QUERY_CHARS} printable characters", q)
+        if len(q) > MAX_QUERY_CHARS or not _Q_RE.match(q):
+            raise bad_param("q", f"use at most {MAX_QUERY_CHARS} characters, none of them control characters", q)
         kind = params.get("type") or None
         if kind is not None:
             kind = singular(kind)
             if kind is None:
                 raise bad_param("type", f"use one of {', '.join(TYPES)}", params["type"])
-        keyword = (params.get("keyword") or "").strip().lower() or None
+        keyword = (params.get("keyword") or "").lower() or None
         if keyword is not None and not is_valid_keyword(keyword):
             raise bad_param("keyword", KEYWORD_RULE, keyword)
         limit, offset = paging(request)
@@ -83,7 +102,9 @@ class ExtensionListApi(ApiView):
         base = base_url(request)
         return ok(
             {
-                "items": [extension_item(e, display, base) for e, display in page.items],
+                "items": render(
+                    ExtensionItem, [extension_item(e, display, base) for e, display in page.items], many=True
+                ),
                 "total": page.total,
                 "limit": page.limit,
                 "offset": page.offset,
@@ -102,11 +123,11 @@ class ExtensionDetailApi(ApiView):
             "and every version (yanked ones flagged), newest first."
         ),
         parameters=[NAME_PARAM],
-        responses={200: envelope("ExtensionEnvelope", ExtensionDetail()), 404: ERRORS[404]},
+        responses=answers({200: envelope("ExtensionEnvelope", ExtensionDetail())}, 404),
         tags=["catalog"],
     )
     def get(self, request: Request, name: str) -> Response:
-        return ok(extension_detail(selectors.extension_get(name=name), base_url(request)))
+        return ok(render(ExtensionDetail, extension_detail(selectors.extension_get(name=name), base_url(request))))
 
 
 class ProvidedLookupApi(ApiView):
@@ -121,9 +142,11 @@ class ProvidedLookupApi(ApiView):
         ),
         parameters=[
             OpenApiParameter("type", str, OpenApiParameter.PATH, enum=list(TYPES), description="singular"),
-            OpenApiParameter("name", str, OpenApiParameter.PATH, description="the provided name"),
+            OpenApiParameter(
+                "name", NAME_PARAM.type, OpenApiParameter.PATH, description="the provided name (or extension name)"
+            ),
         ],
-        responses={200: envelope("LookupEnvelope", ExtensionLookup()), 404: ERRORS[404]},
+        responses=answers({200: envelope("LookupEnvelope", ExtensionLookup())}, 404),
         tags=["catalog"],
     )
     def get(self, request: Request, type: str, name: str) -> Response:
@@ -142,7 +165,7 @@ class ProvidedLookupApi(ApiView):
             "extension": extension.name,
             "version": row.version.version if row is not None else data["version"],
         }
-        return ok(data)
+        return ok(render(ExtensionLookup, data))
 
 
 class VersionDetailApi(ApiView):
@@ -156,11 +179,13 @@ class VersionDetailApi(ApiView):
             "with their reason. build is the id of the build that published the version."
         ),
         parameters=[NAME_PARAM, VERSION_PARAM],
-        responses={200: envelope("VersionEnvelope", VersionDetail()), **ERRORS},
+        responses=answers({200: envelope("VersionEnvelope", VersionDetail())}, 400, 404),
         tags=["catalog"],
     )
     def get(self, request: Request, name: str, version: str) -> Response:
-        return ok(version_detail(selectors.version_get(name=name, version=version), base_url(request)))
+        return ok(
+            render(VersionDetail, version_detail(selectors.version_get(name=name, version=version), base_url(request)))
+        )
 
 
 class DependentsApi(ApiView):
@@ -174,10 +199,9 @@ class DependentsApi(ApiView):
             "versions (newest first) and their constraints."
         ),
         parameters=[NAME_PARAM, *PAGING],
-        responses={
-            200: envelope("DependentsEnvelope", page_of("DependentsPage", Dependent(many=True))),
-            **ERRORS,
-        },
+        responses=answers(
+            {200: envelope("DependentsEnvelope", page_of("DependentsPage", Dependent(many=True)))}, 400, 404
+        ),
         tags=["catalog"],
     )
     def get(self, request: Request, name: str) -> Response:
@@ -190,12 +214,20 @@ class DependentsApi(ApiView):
                 "description": extension.description,
                 "latest_version": extension.latest_version.version if extension.latest_version else None,
                 "versions": [
-                    {"version": v.version, "constraint": constraint, "yanked": v.yanked} for v, constraint in edges
+                    {"version": v.version, **constraint_fields(dep.constraint, dep.written), "yanked": v.yanked}
+                    for v, dep in edges
                 ],
             }
             for extension, edges in page.items
         ]
-        return ok({"items": items, "total": page.total, "limit": page.limit, "offset": page.offset})
+        return ok(
+            {
+                "items": render(Dependent, items, many=True),
+                "total": page.total,
+                "limit": page.limit,
+                "offset": page.offset,
+            }
+        )
 
 
 class _ProvidedListApi(ApiView):
@@ -204,7 +236,9 @@ class _ProvidedListApi(ApiView):
     kind: str = ""
 
     def get(self, request: Request) -> Response:
-        return ok([provided_item(row) for row in selectors.provided_list(kind=self.kind)])
+        return ok(
+            render(ProvidedItem, [provided_item(row) for row in selectors.provided_list(kind=self.kind)], many=True)
+        )
 
 
 def _provided_schema(kind: str) -> Any:
@@ -215,7 +249,7 @@ def _provided_schema(kind: str) -> Any:
             f"What the latest non-yanked version of each extension provides as a {kind}, sorted by "
             "the provided name: the name, the extension, its latest version and its description."
         ),
-        responses={200: envelope(f"Provided{plural(kind).title()}Envelope", ProvidedItem(many=True))},
+        responses=answers({200: envelope(f"Provided{plural(kind).title()}Envelope", ProvidedItem(many=True))}),
         tags=["catalog"],
     )
 

@@ -9,7 +9,7 @@ from rest_framework.request import Request
 
 from registry import delivery, selectors, services, storage
 from registry.apis.base import AnyAcceptNegotiation, ApiView
-from registry.apis.shapes import ERRORS, NAME_PARAM, VERSION_PARAM
+from registry.apis.shapes import NAME_PARAM, VERSION_PARAM, answers
 from registry.delivery import PACKAGE_MEDIA_TYPE
 
 
@@ -34,12 +34,15 @@ class DownloadApi(ApiView):
             "versions stay downloadable. HEAD answers the headers only."
         ),
         parameters=[NAME_PARAM, VERSION_PARAM],
-        responses={
-            (200, PACKAGE_MEDIA_TYPE): OpenApiResponse(OpenApiTypes.BINARY, description="the package"),
-            302: OpenApiResponse(description="with object storage: a redirect to a short-lived presigned URL"),
-            304: OpenApiResponse(description="If-None-Match named the package's ETag"),
-            **ERRORS,
-        },
+        responses=answers(
+            {
+                (200, PACKAGE_MEDIA_TYPE): OpenApiResponse(OpenApiTypes.BINARY, description="the package"),
+                302: OpenApiResponse(description="with object storage: a redirect to a short-lived presigned URL"),
+                304: OpenApiResponse(description="If-None-Match named the package's ETag"),
+            },
+            400,
+            404,
+        ),
         tags=["catalog"],
     )
     def get(self, request: Request, name: str, version: str) -> HttpResponseBase:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -14,7 +14,17 @@ from rest_framework.response import Response
 from extensions.kinds import SINGULAR
 from extensions.names import NAME_RE
 from registry import resolution
-from registry.apis.base import ApiView, ResolveThrottle, base_url, ok, validated
+from registry.apis.base import (
+    ApiView,
+    ResolveThrottle,
+    StrictBoolean,
+    StrictText,
+    base_url,
+    ok,
+    text_field,
+    validated,
+)
+from registry.apis.shapes import KINDS_PARAM, InstallPlan, Resolution, answers, envelope, render
 from registry.errors import NotFound
 from registry.exception_handler import error_body
 from registry.fastpath import CACHE_CONTROL
@@ -51,15 +61,13 @@ def index_document(request: HttpRequest, name: str) -> HttpResponse:
 
 class ResolveInput(serializers.Serializer):
     requirements = serializers.ListField(
-        child=serializers.CharField(max_length=1200, trim_whitespace=True),
-        allow_empty=False,
+        child=text_field(1200),
+        min_length=1,
         max_length=resolution.MAX_REQUIREMENTS,
     )
-    runtime_version = serializers.CharField(max_length=256, required=False, allow_null=True)
-    include_prereleases = serializers.BooleanField(required=False, default=False)
-    locked = serializers.DictField(
-        child=serializers.CharField(max_length=256), required=False, allow_empty=True, default=dict
-    )
+    runtime_version = text_field(256, required=False, allow_null=True)
+    include_prereleases = StrictBoolean(required=False, default=False)
+    locked = serializers.DictField(child=StrictText(max_length=256), required=False, allow_empty=True, default=dict)
 
     def validate_locked(self, value: dict[str, str]) -> dict[str, str]:
         if len(value) > 1000:
@@ -71,16 +79,18 @@ class ResolveApi(ApiView):
     """POST /api/v1/resolve: the newest versions satisfying every constraint, in install order."""
 
     throttle_classes = [ResolveThrottle]
+    token_methods = ()  # anyone may resolve
 
     @extend_schema(
         operation_id="resolve",
         request=ResolveInput,
-        responses={
-            200: OpenApiResponse(description="resolved set and install order"),
-            422: OpenApiResponse(
-                description="resolution_failed, explained in details; too_complex past REGISTRY_RESOLVE_TIMEOUT"
-            ),
-        },
+        summary="Resolve requirements to the newest versions that satisfy them, in install order",
+        description=(
+            "422 resolution_failed explains which requirements conflict and which versions exist "
+            "(constraints as written, the normal form in details[].normal); 422 too_complex past "
+            "REGISTRY_RESOLVE_TIMEOUT; 422 invalid_manifest for a requirement that does not parse."
+        ),
+        responses=answers({200: envelope("ResolutionEnvelope", Resolution())}, 400, 422),
         tags=["resolve"],
     )
     def post(self, request: Request) -> Response:
@@ -92,13 +102,13 @@ class ResolveApi(ApiView):
             locked=data.get("locked") or None,
             cancelled=resolution.client_gone_probe(request.META),
         )
-        return ok(resolution.resolution_data(result, base_url(request)))
+        return ok(render(Resolution, resolution.resolution_data(result, base_url(request))))
 
 
 class InstallInput(serializers.Serializer):
-    name = serializers.CharField(max_length=64)
-    version = serializers.CharField(max_length=256, required=False, allow_null=True, allow_blank=True)
-    runtime_version = serializers.CharField(max_length=256, required=False, allow_null=True)
+    name = text_field(64)
+    version = StrictText(max_length=256, required=False, allow_null=True, allow_blank=True)
+    runtime_version = text_field(256, required=False, allow_null=True)
 
 
 #: The kinds with an install endpoint (a template is not installed into an infrastructure).
@@ -109,11 +119,14 @@ class InstallPlanApi(ApiView):
     """POST /api/v1/extensions/taskservs/install (also clusters, providers): the install plan."""
 
     throttle_classes = [ResolveThrottle]
+    token_methods = ()  # anyone may plan an install
 
     @extend_schema(
         operation_id="install_plan",
+        summary="What installing a taskserv, cluster or provider takes, dependencies first",
+        parameters=[KINDS_PARAM],
         request=InstallInput,
-        responses={200: OpenApiResponse(description="the install plan")},
+        responses=answers({200: envelope("InstallPlanEnvelope", InstallPlan())}, 400, 404, 422),
         tags=["resolve"],
     )
     def post(self, request: Request, kinds: str) -> Response:
@@ -129,4 +142,4 @@ class InstallPlanApi(ApiView):
             base_url=base_url(request),
             cancelled=resolution.client_gone_probe(request.META),
         )
-        return ok(plan)
+        return ok(render(InstallPlan, plan))

@@ -13,6 +13,7 @@ from rest_framework.request import Request
 
 from extensions.manifest import ManifestLimits, manifest_schema
 from registry.apis.base import AnyAcceptNegotiation, ApiView, request_etag_matches
+from registry.apis.shapes import answers
 from registry.limits import manifest_limits
 
 SCHEMA_MEDIA_TYPE = "application/schema+json"
@@ -37,10 +38,12 @@ class ManifestSchemaApi(ApiView):
             "Served raw (not in the envelope) as application/schema+json, with an ETag; the client "
             "validates extension.toml against the same schema, offline."
         ),
-        responses={
-            (200, SCHEMA_MEDIA_TYPE): OpenApiResponse(OpenApiTypes.OBJECT, description="the schema, not enveloped"),
-            304: OpenApiResponse(description="If-None-Match named the current ETag"),
-        },
+        responses=answers(
+            {
+                (200, SCHEMA_MEDIA_TYPE): OpenApiResponse(OpenApiTypes.OBJECT, description="the schema, not enveloped"),
+                304: OpenApiResponse(description="If-None-Match named the current ETag"),
+            }
+        ),
         tags=["catalog"],
     )
     def get(self, request: Request) -> HttpResponse:

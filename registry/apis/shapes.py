@@ -1,5 +1,11 @@
-"""How the read API shows things (the dicts it renders) and how the OpenAPI document describes
-them: the shapes, the envelope, the common errors and path parameters."""
+"""The shapes of the API's answers, each defined once: a serializer that both renders it (views
+answer ``ok(render(Shape, value))``) and documents it in the OpenAPI document, so what is sent and
+what is documented cannot drift. The builders below (``extension_item`` ...) gather the raw values
+from the models; the serializer decides which keys are sent and how each is written (a key the
+builder lacks fails loudly, a key it adds that the shape does not declare is never sent).
+
+Also here: the error envelope and the statuses each operation may answer (``answers``), the
+documented path and query parameters, with the same patterns and bounds the views enforce."""
 
 from __future__ import annotations
 
@@ -9,10 +15,11 @@ from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, inline_serializer
 from rest_framework import serializers
 
-from extensions.kinds import TYPES
+from extensions.kinds import KINDS, TYPES
+from extensions.names import NAME_PATTERN
 from registry import selectors
-from registry.apis.base import DEFAULT_LIMIT, MAX_LIMIT
-from registry.models import Extension, Provide, Version
+from registry.apis.base import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET
+from registry.models import ApiToken, Extension, Provide, Version
 
 SOURCE = "registry"
 
@@ -97,7 +104,9 @@ def version_detail(version: Version, base: str) -> dict[str, Any]:
         "type": version.type,
         "description": version.description,
         "manifest": version.manifest,
-        "dependencies": [{"name": d.extension.name, "constraint": d.constraint} for d in dependencies],
+        "dependencies": [
+            {"name": d.extension.name, **constraint_fields(d.constraint, d.written)} for d in dependencies
+        ],
         "provides": selectors.version_provides(version),
         "provisioning_version": version.provisioning_version or None,
         "sha256": version.sha256,
@@ -117,6 +126,13 @@ def version_detail(version: Version, base: str) -> dict[str, Any]:
     }
 
 
+def constraint_fields(normal: str, written: str = "") -> dict[str, str]:
+    """A dependency's constraint as its author wrote it (``constraint``: ``^1.7``), and its normal
+    form (``normal``: ``>=1.7.0, <2.0.0-0``). Rows stored before the written form was kept show
+    the normal form in both."""
+    return {"constraint": written or normal, "normal": normal}
+
+
 def provided_item(row: Provide) -> dict[str, Any]:
     extension = row.version.extension
     return {
@@ -127,7 +143,14 @@ def provided_item(row: Provide) -> dict[str, Any]:
     }
 
 
-# --- OpenAPI documentation of the shapes ----------------------------------------------------------
+# --- the shapes -----------------------------------------------------------------------------------
+
+
+def render(shape: type[serializers.Serializer], value: Any, *, many: bool = False) -> Any:
+    """``value`` (a mapping of raw values, or a list of them) as ``shape`` writes it."""
+    if many:
+        return [shape().to_representation(item) for item in value]
+    return shape().to_representation(value)
 
 
 class ApiError(serializers.Serializer):
@@ -147,6 +170,7 @@ class ExtensionItem(serializers.Serializer):
     version = serializers.CharField(allow_null=True, help_text="latest non-yanked version; null if all are yanked")
     description = serializers.CharField()
     author = serializers.CharField(allow_null=True)
+    # Not format: uri: extension.toml allows any http(s) URL text, which is not always a valid URI.
     repository = serializers.CharField(allow_null=True)
     # `source` is also an attribute of Field; DRF's metaclass takes declared fields out of the class.
     source = serializers.CharField(default=SOURCE)  # type: ignore[assignment]
@@ -179,7 +203,7 @@ class Provides(serializers.Serializer):
 class ExtensionDetail(ExtensionItem):
     latest_version = serializers.CharField(allow_null=True)
     license = serializers.CharField(allow_null=True)
-    homepage = serializers.URLField(allow_null=True)
+    homepage = serializers.CharField(allow_null=True, help_text="as written in extension.toml (an http(s) URL)")
     provides = Provides()
     owners = serializers.ListField(child=serializers.CharField(), help_text="usernames")
     versions = VersionSummary(many=True, help_text="newest first")
@@ -201,7 +225,8 @@ class ExtensionLookup(ExtensionDetail):
 
 class DependencyItem(serializers.Serializer):
     name = serializers.CharField()
-    constraint = serializers.CharField()
+    constraint = serializers.CharField(help_text="as its author wrote it, e.g. ^1.7")
+    normal = serializers.CharField(help_text="the normal form, e.g. >=1.7.0, <2.0.0-0")
 
 
 class PackageFile(serializers.Serializer):
@@ -245,7 +270,8 @@ class VersionDetail(serializers.Serializer):
 
 class DependentVersion(serializers.Serializer):
     version = serializers.CharField()
-    constraint = serializers.CharField()
+    constraint = serializers.CharField(help_text="as its author wrote it")
+    normal = serializers.CharField(help_text="the normal form")
     yanked = serializers.BooleanField()
 
 
@@ -264,6 +290,115 @@ class ProvidedItem(serializers.Serializer):
     description = serializers.CharField()
 
 
+class YankState(serializers.Serializer):
+    name = serializers.CharField()
+    version = serializers.CharField()
+    yanked = serializers.BooleanField()
+    yanked_reason = serializers.CharField(allow_blank=True)
+    yanked_at = serializers.DateTimeField(allow_null=True)
+
+
+def yank_state(version: Version) -> dict[str, Any]:
+    return {
+        "name": version.extension.name,
+        "version": version.version,
+        "yanked": version.yanked,
+        "yanked_reason": version.yanked_reason,
+        "yanked_at": iso(version.yanked_at),
+    }
+
+
+class Owner(serializers.Serializer):
+    username = serializers.CharField()
+    added_at = serializers.DateTimeField()
+    added_by = serializers.CharField(allow_null=True)
+
+
+class Owners(serializers.Serializer):
+    name = serializers.CharField()
+    owners = Owner(many=True, help_text="by username")
+
+
+def owners_of(extension: Extension) -> dict[str, Any]:
+    owners = extension.ownerships.select_related("user", "added_by").order_by("user__username")
+    return {
+        "name": extension.name,
+        "owners": [
+            {
+                "username": o.user.get_username(),
+                "added_at": iso(o.added_at),
+                "added_by": o.added_by.get_username() if o.added_by else None,
+            }
+            for o in owners
+        ],
+    }
+
+
+class Token(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    prefix = serializers.CharField(help_text="the first 12 characters of the secret, to recognise it")
+    scopes = serializers.ListField(child=serializers.CharField())
+    created_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField(allow_null=True)
+    last_used_at = serializers.DateTimeField(allow_null=True)
+    revoked_at = serializers.DateTimeField(allow_null=True)
+
+
+class TokenCreated(Token):
+    token = serializers.CharField(help_text="the secret (pvr_...), shown this once")
+
+
+def token_row(token: ApiToken) -> dict[str, Any]:
+    return {
+        "id": token.pk,
+        "name": token.name,
+        "prefix": token.prefix,
+        "scopes": token.scopes,
+        "created_at": iso(token.created_at),
+        "expires_at": iso(token.expires_at),
+        "last_used_at": iso(token.last_used_at),
+        "revoked_at": iso(token.revoked_at),
+    }
+
+
+class ResolvedItem(serializers.Serializer):
+    name = serializers.CharField()
+    version = serializers.CharField()
+    type = serializers.ChoiceField(choices=TYPES)
+    sha256 = serializers.CharField()
+    size = serializers.IntegerField()
+    yanked = serializers.BooleanField()
+    download_url = serializers.URLField()
+    dependencies = serializers.ListField(
+        child=serializers.CharField(), help_text="its requirements, constraints as written (`etcd ^3.5`)"
+    )
+
+
+class Resolution(serializers.Serializer):
+    resolved = ResolvedItem(many=True, help_text="in install order")
+    install_order = serializers.ListField(child=serializers.CharField(), help_text="dependencies first")
+    locked_ignored = serializers.ListField(child=serializers.DictField(), help_text="locked pins not used, and why")
+    skipped = serializers.ListField(child=serializers.DictField(), help_text="candidates passed over, and why")
+
+
+class PlannedItem(ResolvedItem):
+    system_packages = serializers.ListField(child=serializers.CharField())
+    required_env = serializers.ListField(child=serializers.CharField())
+    optional_env = serializers.ListField(child=serializers.CharField())
+
+
+class InstallPlan(serializers.Serializer):
+    name = serializers.CharField(help_text="the provided name asked for")
+    kind = serializers.CharField(help_text="the singular kind: " + " | ".join(TYPES))
+    extension = serializers.CharField(help_text="the extension that provides it")
+    version = serializers.CharField()
+    install_order = serializers.ListField(child=serializers.CharField())
+    extensions = PlannedItem(many=True, help_text="in install order")
+    system_packages = serializers.ListField(child=serializers.CharField())
+    required_env = serializers.ListField(child=serializers.CharField())
+
+
 def page_of(name: str, item: serializers.Serializer) -> Any:
     return inline_serializer(
         name,
@@ -280,15 +415,68 @@ def envelope(name: str, data: Any) -> Any:
     return inline_serializer(name, {"success": serializers.BooleanField(default=True), "data": data})
 
 
-ERRORS = {
-    400: OpenApiResponse(ErrorEnvelope, description="bad_request: a malformed parameter"),
-    404: OpenApiResponse(ErrorEnvelope, description="not_found"),
+# --- statuses ---------------------------------------------------------------------------------------
+
+_ERROR_STATUSES = {
+    400: "bad_request: a malformed parameter or body (details name it and say what is allowed)",
+    401: "unauthenticated: a token is needed and none was sent, or the one sent is unknown, expired or revoked",
+    403: "forbidden: not an owner, or the token's scopes do not cover the action (details name the scope)",
+    404: "not_found: no such extension, version, build, owner or token",
+    409: "version_exists or name_taken",
+    413: "archive_too_large: over a size limit (refused while streaming)",
+    415: "unsupported_media_type: the body is not of a documented media type",
+    422: "the request is well-formed but cannot be done (resolution_failed, too_complex, ...)",
+    429: "rate_limited: throttled; Retry-After says when to retry",
+    503: "storage_unavailable: object storage is down; nothing was changed",
 }
+#: Every operation may answer these: a bad token is refused wherever it is sent, and failed
+#: authentications are throttled per address.
+ALWAYS = (401, 429)
+
+
+def answers(success: dict[Any, Any], *errors: int) -> dict[Any, Any]:
+    """The responses of an operation: ``success`` plus the error envelope for each status in
+    ``errors`` and in ALWAYS."""
+    documented = dict(success)
+    for status in sorted({*errors, *ALWAYS}):
+        documented[status] = OpenApiResponse(ErrorEnvelope, description=_ERROR_STATUSES[status])
+    return documented
+
+
+# --- parameters --------------------------------------------------------------------------------------
+
+#: The SemVer 2.0.0 grammar (semver.org's regular expression), for version path parameters.
+SEMVER_PATTERN = (
+    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
+    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$"
+)
+
+
 PAGING = [
-    OpenApiParameter("limit", int, description=f"page size, 1 to {MAX_LIMIT} (default {DEFAULT_LIMIT})"),
-    OpenApiParameter("offset", int, description="items to skip, at least 0 (default 0)"),
+    OpenApiParameter(
+        "limit",
+        {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
+        description=f"page size, 1 to {MAX_LIMIT} (default {DEFAULT_LIMIT})",
+    ),
+    OpenApiParameter(
+        "offset",
+        {"type": "integer", "minimum": 0, "maximum": MAX_OFFSET},
+        description="items to skip, at least 0 (default 0)",
+    ),
 ]
-NAME_PARAM = OpenApiParameter("name", str, OpenApiParameter.PATH, description="extension name")
+NAME_PARAM = OpenApiParameter(
+    "name",
+    {"type": "string", "pattern": NAME_PATTERN, "minLength": 2, "maxLength": 64},
+    OpenApiParameter.PATH,
+    description="extension name",
+)
 VERSION_PARAM = OpenApiParameter(
-    "version", str, OpenApiParameter.PATH, description="SemVer 2.0.0 version (build metadata is ignored)"
+    "version",
+    {"type": "string", "pattern": SEMVER_PATTERN, "maxLength": 256},
+    OpenApiParameter.PATH,
+    description="SemVer 2.0.0 version (build metadata is ignored)",
+)
+KINDS_PARAM = OpenApiParameter(
+    "kinds", str, OpenApiParameter.PATH, enum=[k for k in KINDS if k != "templates"], description="plural kind"
 )

@@ -2,30 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from registry import services
-from registry.apis.base import ApiView, ok, validated
-from registry.models import Version
+from registry.apis.base import ApiView, ok, text_field, validated
+from registry.apis.shapes import NAME_PARAM, VERSION_PARAM, YankState, answers, envelope, render, yank_state
 
-
-def _yank_data(version: Version) -> dict[str, Any]:
-    return {
-        "name": version.extension.name,
-        "version": version.version,
-        "yanked": version.yanked,
-        "yanked_reason": version.yanked_reason,
-        "yanked_at": version.yanked_at.isoformat() if version.yanked_at else None,
-    }
+_STATE = envelope("YankStateEnvelope", YankState())
 
 
 class YankInput(serializers.Serializer):
-    reason = serializers.CharField(max_length=512, allow_blank=False, trim_whitespace=True)
+    reason = text_field(512, help_text="why (shown to everyone who resolves it)")
 
 
 class YankApi(ApiView):
@@ -33,21 +23,25 @@ class YankApi(ApiView):
 
     @extend_schema(
         operation_id="version_yank",
+        summary="Yank a version: resolution then skips it unless pinned or locked; it stays downloadable",
+        parameters=[NAME_PARAM, VERSION_PARAM],
         request=YankInput,
-        responses={200: OpenApiResponse(description="the version's yank state")},
+        responses=answers({200: _STATE}, 400, 403, 404),
         tags=["owners"],
     )
     def post(self, request: Request, name: str, version: str) -> Response:
         data = validated(YankInput, request.data)
         row = services.version_yank(actor=self.actor(), name=name, version=version, reason=data["reason"])
-        return ok(_yank_data(row))
+        return ok(render(YankState, yank_state(row)))
 
     @extend_schema(
         operation_id="version_unyank",
+        summary="Undo a yank",
+        parameters=[NAME_PARAM, VERSION_PARAM],
         request=None,
-        responses={200: OpenApiResponse(description="the version's yank state")},
+        responses=answers({200: _STATE}, 400, 403, 404),
         tags=["owners"],
     )
     def delete(self, request: Request, name: str, version: str) -> Response:
         row = services.version_unyank(actor=self.actor(), name=name, version=version)
-        return ok(_yank_data(row))
+        return ok(render(YankState, yank_state(row)))

@@ -13,8 +13,11 @@ register = template.Library()
 
 
 @register.filter
-def constraint(text: str) -> str:
-    """A stored (normal-form) constraint as people write it: ``>=3.5.0, <4.0.0-0`` -> ``^3.5``."""
+def constraint(text: str, written: str = "") -> str:
+    """A stored (normal-form) constraint as its author wrote it (``written``, kept since version
+    rows store it), else as people write it: ``>=3.5.0, <4.0.0-0`` -> ``^3.5``."""
+    if written:
+        return str(written)
     try:
         return describe_constraint(Constraint.parse(str(text), check_satisfiable=False))
     except ExtensionError:

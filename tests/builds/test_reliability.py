@@ -291,7 +291,8 @@ def test_publish_builds_in_a_worker_and_downloads_from_s3(
         )
         assert response.status_code == 202, response.text
         queued = response.json()["data"]
-        assert queued["status"] == "queued"  # the web process only staged it
+        # The web process only staged it; a fast worker may have claimed it before the answer.
+        assert queued["status"] in ("queued", "running"), queued
         deadline = time.monotonic() + 60
         while True:
             build = http.get(response.headers["Location"]).json()["data"]

@@ -41,7 +41,7 @@ def test_extension_help_lists_info_and_no_inspect(capsys: Capsys) -> None:
         cli.main(["extension", "--help"])
     assert stopped.value.code == 0
     out = capsys.readouterr().out
-    assert "validate, test, build, publish, yank, search, info and sync extensions" in out
+    assert "validate, test, build, publish, yank, search, info, owners and sync extensions" in out
     assert "inspect" not in out
 
 
@@ -260,7 +260,7 @@ def test_the_library_names_a_bad_version_too(tmp_path: Path) -> None:
     assert not (tmp_path / "i").exists()
 
 
-def test_error_details_print_only_what_the_message_does_not_say() -> None:
+def test_error_details_print_only_what_the_message_does_not_say_and_always_their_message() -> None:
     import io
 
     from clients.errors import ClientError
@@ -277,17 +277,40 @@ def test_error_details_print_only_what_the_message_does_not_say() -> None:
                 {"path": "aws", "message": "required environment variable AWS_REGION is not set"},
                 {"path": "aws", "message": "extensions/providers/aws/README.md was changed"},
                 {"path": "extension.name", "message": "extension.name: must be lower-case"},
+                {"path": "provides.taskservs[0]", "message": "'Bad' is not a valid name"},
+                {"path": "provides.clusters[0]", "message": "'Bad' is not a valid name"},  # the same message
+                {"path": "provides.clusters[0]", "message": "'Bad' is not a valid name"},  # the same line: once
             ],
         )
     )
     assert stderr.getvalue().splitlines()[1:] == [
-        "  - you asked for y -> y 1.0.0 -> x ^9.0",
+        "  - you asked for y -> y 1.0.0 -> x ^9.0",  # its message is the error's own: the chain alone
         "  - aws: required environment variable AWS_REGION is not set",
         "  - aws: extensions/providers/aws/README.md was changed",
         "  - extension.name: must be lower-case",
+        "  - provides.taskservs[0]: 'Bad' is not a valid name",
+        "  - provides.clusters[0]: 'Bad' is not a valid name",
     ]
 
 
 def test_logout_with_a_home_that_is_a_file_has_nothing_to_forget(capsys: Capsys, a_file: Path) -> None:
     result = run(capsys, "--home", a_file, "registry", "logout")
     assert (result.code, result.out) == (0, f"not logged in: {a_file / 'credentials.toml'} does not exist\n")
+
+
+@pytest.mark.parametrize("where", ["option", "environment"])
+def test_a_registry_url_without_a_scheme_is_a_usage_error(
+    capsys: Capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    if where == "option":
+        result = run(capsys, "--home", tmp_path, "--registry", "127.0.0.1:8000", "extension", "search", "x")
+        given = "--registry"
+    else:
+        monkeypatch.setenv("PROVISIONING_REGISTRY", "127.0.0.1:8000")
+        result = run(capsys, "--home", tmp_path, "extension", "search", "x")
+        given = "PROVISIONING_REGISTRY"
+    assert result.code == 2
+    assert result.err == (
+        f"error: {given}: registry URL '127.0.0.1:8000' must start with http:// or https:// "
+        "(did you mean http://127.0.0.1:8000?)\n"
+    )

@@ -387,12 +387,18 @@ def test_sync_puts_back_an_installed_file_that_was_changed(capsys: Capsys, k8s: 
     original = changed.read_bytes()
     changed.write_text("# edited by hand\n")
     listing = run(capsys, "--home", home, "taskserv", "list", "--infra", infra)
-    assert listing.code == 0
+    assert listing.code == 1  # as `providers validate`: a tree that is not what the lockfile pins fails
     assert [line.split()[:3] for line in listing.out.splitlines()[1:]] == [
         ["containerd", "1.7.13", "ok"],
         ["etcd", "3.5.12", "modified"],
         ["kubernetes", "1.28.6", "ok"],
     ]
+    assert listing.err.splitlines()[0] == (
+        f"error: 1 of 3 taskservs in {infra} are not as extensions.lock pins them: "
+        f"restore them with `provisioning extension sync --infra {infra}`"
+    )
+    as_json = run(capsys, "--home", home, "--output", "json", "taskserv", "list", "--infra", infra)
+    assert (as_json.code, as_json.json()["error"]["code"]) == (1, "integrity_error")  # one envelope, the error
     result = sync(capsys, home, infra, "--offline")
     assert result.code == 0, result.err
     assert changed.read_bytes() == original

@@ -403,7 +403,7 @@ def test_load_and_reload_fall_back_to_the_store_and_cache_when_the_registry_is_d
     (tmp_path / "home" / "runtime" / "state.json").unlink()  # a fresh runtime: the tree is only in the store
     loaded = run(capsys, *base, "module", "load", "taskserv", "etcd")
     assert loaded.code == 0, loaded.err
-    assert loaded.out == f"loaded taskserv etcd 3.5.12 (registry): {tree}\n"
+    assert loaded.out == f"loaded taskserv etcd 3.5.12 (local store): {tree}\n"  # its real source
     warning = next(line for line in loaded.err.splitlines() if line.startswith("warning: "))
     assert warning.startswith(f"warning: {down}") and warning.endswith(used)
     assert "--offline" not in loaded.err
@@ -412,11 +412,15 @@ def test_load_and_reload_fall_back_to_the_store_and_cache_when_the_registry_is_d
 
     reloaded = run(capsys, *base, "module", "reload", "taskserv", "etcd")
     assert reloaded.code == 0, reloaded.err
-    assert f"reloaded taskserv etcd 3.5.12 (registry): {tree}" in reloaded.out
+    assert f"reloaded taskserv etcd 3.5.12 (local store): {tree}" in reloaded.out
     assert used in reloaded.err and "--offline" not in reloaded.err
 
+    (tmp_path / "home" / "runtime" / "state.json").unlink()
     offline = run(capsys, *base, "module", "load", "taskserv", "etcd", "--offline")
     assert offline.code == 0, offline.err
+    assert offline.out == f"loaded taskserv etcd 3.5.12 (local store): {tree}\n"
+    listed = envelope(run(capsys, *base, "--output", "json", "module", "list"))
+    assert [(e["metadata"]["name"], e["source"]) for e in listed] == [("etcd", "store")]
     assert "warning" not in offline.err  # --offline never asks, so there is nothing to warn about
     again = run(capsys, *base, "module", "reload", "taskserv", "etcd", "--offline")
     assert again.code == 0, again.err
@@ -472,3 +476,13 @@ def test_the_documented_discovery_layouts_load_and_a_flat_one_is_pointed_out(
         f"{flat / 'extension.toml'} is not looked at: an installed taskserv lives in "
         f"{found / 'taskservs' / 'flat-local'}/ (or .../flat-local/VERSION/)\n"
     )
+
+
+def test_a_misspelt_name_is_answered_with_names_of_the_kind_asked_for(capsys: Capsys, cli_args: list[str]) -> None:
+    """`taskserv kubernets` means the taskserv kubernetes, never the cluster kubernetes-ha."""
+    result = run(capsys, *cli_args, "module", "load", "taskserv", "kubernets")
+    assert result.code == 1
+    assert "did you mean 'kubernetes'?" in result.err
+    assert "kubernetes-ha" not in result.err
+    cluster = run(capsys, *cli_args, "module", "load", "cluster", "kubernets-ha")
+    assert "did you mean 'kubernetes-ha'?" in cluster.err

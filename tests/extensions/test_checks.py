@@ -148,6 +148,46 @@ def test_it_runs_the_extensions_own_tests_and_reports_failures(tmp_path: Path, n
     assert not report.ok
 
 
+def test_a_parse_error_in_an_imported_file_is_blamed_on_that_file(tmp_path: Path, nu: str) -> None:
+    _write(tmp_path, "nulib/mod.nu", "use helper.nu *\nexport def main [] {\n  helper\n}\n")
+    _write(tmp_path, "nulib/helper.nu", "export def helper [] {\n  let x = (1 +\n}\n")
+    results = _by_path(run_content_checks(tmp_path, kcl=False))
+    for rel in ("nulib/mod.nu", "nulib/helper.nu"):
+        assert results[("nushell", rel)].status == "failed"
+        # the file and line that hold the error, not the importer's (mod.nu has 4 lines)
+        assert results[("nushell", rel)].message.startswith("Nushell parse error: nulib/helper.nu:3:1: "), rel
+
+
+def test_a_script_is_parsed_as_a_script_and_its_errors_are_one_per_line(tmp_path: Path, nu: str) -> None:
+    _write(tmp_path, "scripts/ok.nu", 'print "hello"\nlet x = 3\n')
+    _write(tmp_path, "scripts/bad.nu", 'print "hello"\nlet x = (1 +\nlet y = [1, 2\n')
+    results = _by_path(run_content_checks(tmp_path, kcl=False))
+    assert results[("nushell", "scripts/ok.nu")].status == "passed"
+    bad = results[("nushell", "scripts/bad.nu")]
+    assert bad.status == "failed"
+    lines = bad.message.removeprefix("Nushell parse error: ").splitlines()
+    assert lines and all(line.startswith("scripts/bad.nu:") for line in lines), bad.message
+
+
+def test_the_extensions_tests_in_subfolders_run_too(tmp_path: Path, nu: str) -> None:
+    """The platform guide's layout: tests/unit/provider_test.nu; helper modules beside are not tests."""
+    _write(tmp_path, "tests/unit/provider_test.nu", "use std/assert\nassert equal 1 2\n")
+    _write(tmp_path, "tests/unit/test_more.nu", "use std/assert\nassert equal 1 1\n")
+    _write(tmp_path, "tests/unit/helpers.nu", "export def help [] { 1 }\n")
+    report = run_extension_tests(tmp_path)
+    statuses = {r.path: r.status for r in report.results}
+    assert statuses == {"tests/unit/provider_test.nu": "failed", "tests/unit/test_more.nu": "passed"}
+    assert not report.ok
+
+
+def test_no_tests_found_is_said(tmp_path: Path) -> None:
+    _write(tmp_path, "tests/unit/helpers.nu", "export def help [] { 1 }\n")
+    report = run_extension_tests(tmp_path, nu="")
+    assert [(r.check, r.path, r.status) for r in report.results] == [("test", "tests/", "skipped")]
+    assert report.results[0].message.startswith("no tests found (looked for tests/*.nu")
+    assert report.ok
+
+
 # --- messages: one informative line ------------------------------------------------------------------
 
 

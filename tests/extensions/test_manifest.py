@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import tomli_w
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
@@ -201,8 +201,8 @@ def test_it_turns_a_manifest_into_json_ready_data_in_a_stable_order() -> None:
     assert data["version"] == "1.28.0"
     assert data["provisioning_version"] == str(Constraint.parse(">=1.0.0"))
     assert data["dependencies"] == [
-        {"name": "containerd", "constraint": str(Constraint.parse("^1.7"))},
-        {"name": "etcd", "constraint": str(Constraint.parse(">=3.5, <4"))},
+        {"name": "containerd", "constraint": str(Constraint.parse("^1.7")), "written": "^1.7"},
+        {"name": "etcd", "constraint": str(Constraint.parse(">=3.5, <4")), "written": ">=3.5, <4"},
     ]
     assert data["provides"] == {"providers": [], "taskservs": ["kubernetes"], "clusters": [], "templates": []}
     assert json.loads(json.dumps(data)) == data
@@ -262,7 +262,7 @@ def test_a_dependency_without_a_constraint_accepts_any_version() -> None:
     tabled = parse_manifest(variant({"dependencies.extensions": {"containerd": "", "etcd": ">=3.5"}}))
     assert listed.dependencies == tabled.dependencies
     assert listed.dependencies[0].constraint == Constraint.ANY
-    assert listed.to_dict()["dependencies"][0] == {"name": "containerd", "constraint": "*"}
+    assert listed.to_dict()["dependencies"][0] == {"name": "containerd", "constraint": "*", "written": "*"}
 
 
 def test_it_refuses_a_duplicate_dependency() -> None:
@@ -313,6 +313,14 @@ def test_it_infers_the_type_when_provides_names_one_kind(kind: str, type_: str) 
     empty: dict[str, Any] = {f"provides.{k}": [] for k in KINDS}
     manifest = parse_manifest(variant({**empty, "extension.type": DELETE, f"provides.{kind}": ["thing"]}))
     assert manifest.type == type_
+
+
+def test_an_invalid_provided_name_without_a_type_is_only_that_error() -> None:
+    """The kind still counts (its name has its own error): no claim that [provides] names no kind."""
+    empty: dict[str, Any] = {f"provides.{k}": [] for k in KINDS}
+    errors = errors_of(variant({**empty, "extension.type": DELETE, "provides.taskservs": ["Bad_Name"]}))
+    assert [e.path for e in errors] == ["provides.taskservs[0]"]
+    assert "did you mean 'bad-name'?" in errors[0].message
 
 
 @pytest.mark.parametrize(
@@ -602,6 +610,60 @@ def test_no_input_makes_it_raise_anything_but_a_manifest_error(data: bytes | str
     assert problems and all(p.severity in ("error", "warning") for p in problems)
 
 
+@st.composite
+def constraints_with_any_version_length(draw: st.DrawFn) -> tuple[str, int]:
+    """A comparator on a full version whose pre-release or build makes it from short to far over
+    the 256-character limit of a version; returns the constraint and that version's length."""
+    op = draw(st.sampled_from(["", "=", ">=", ">", "<", "<=", "^", "~", "!="]))
+    core = ".".join(str(draw(st.integers(min_value=0, max_value=99))) for _ in range(3))
+    length = draw(st.integers(min_value=1, max_value=400))
+    unit = draw(st.text(alphabet="abz09.", min_size=1, max_size=6).filter(lambda u: u.strip(".")))
+    tail = draw(st.sampled_from(["-", "+"])) + (unit * length)[:length]
+    version = core + tail
+    return op + version, len(version)
+
+
+POSITIONS = {
+    "dependencies.extensions.etcd": lambda c: {"dependencies": {"extensions": {"etcd": c}}},
+    "dependencies.extensions[0]": lambda c: {"dependencies": {"extensions": [f"etcd {c}"]}},
+    "compatibility.provisioning_version": lambda c: {"compatibility": {"provisioning_version": c}},
+    "compatibility.kcl_version": lambda c: {"compatibility": {"kcl_version": c}},
+}
+
+
+@given(constraints_with_any_version_length(), st.sampled_from(sorted(POSITIONS)))
+@example((">=1.0.0-" + "a" * 300, 306), "dependencies.extensions.etcd")
+@example(("^1.0.0+" + "b" * 300, 306), "compatibility.provisioning_version")
+@settings(max_examples=200, deadline=None)
+def test_a_constraint_on_an_over_long_version_is_reported_at_its_key_path(case: tuple[str, int], path: str) -> None:
+    from extensions.errors import ConstraintError
+    from extensions.versions import MAX_VERSION_LENGTH, Constraint
+
+    constraint, length = case
+    try:
+        Constraint.parse(constraint)
+    except ConstraintError as exc:  # the library's error, never VersionError
+        assert type(exc) is ConstraintError
+        refused = True
+    else:
+        refused = False
+    if length > MAX_VERSION_LENGTH:
+        assert refused  # (shorter ones may be refused too, e.g. `<0.0.0-0` can never match)
+    data = {
+        "extension": {"name": "demo", "version": "1.0.0", "description": "d", "type": "taskserv"},
+        **POSITIONS[path](constraint),
+    }
+    manifest, problems = check_manifest(tomli_w.dumps(data))  # never raises
+    errors = [p for p in problems if p.severity == "error"]
+    if length > MAX_VERSION_LENGTH:
+        assert manifest is None
+        assert [p.path for p in errors] == [path]
+        assert f"is longer than {MAX_VERSION_LENGTH} characters" in errors[0].message
+    else:
+        assert (manifest is None) is refused
+        assert [p.path for p in errors] == ([path] if refused else [])
+
+
 # --- loading from disk -----------------------------------------------------------------------------
 
 
@@ -681,3 +743,34 @@ def test_a_number_too_long_to_read_is_a_problem_not_a_crash() -> None:
     assert manifest is None
     assert [p.path for p in problems] == ["extension.toml"]
     assert "thousands of digits" in problems[0].message
+
+
+# --- to_dict / from_dict: the build sandbox hands the manifest back through them ------------------
+
+
+def test_a_manifest_survives_to_dict_and_from_dict_exactly() -> None:
+    manifest = parse_manifest(SPEC_EXAMPLE)
+    data = manifest.to_dict()
+    again = Manifest.from_dict(json.loads(json.dumps(data)))  # as it crosses the process boundary
+    assert again == manifest
+    assert again.to_dict() == data
+    assert [d.constraint.written for d in again.dependencies] == ["^1.7", ">=3.5, <4"]
+    assert data["dependencies"] == [
+        {"name": "containerd", "constraint": ">=1.7.0, <2.0.0-0", "written": "^1.7"},
+        {"name": "etcd", "constraint": ">=3.5.0, <4.0.0-0", "written": ">=3.5, <4"},
+    ]
+
+
+def test_from_dict_reads_documents_stored_before_the_written_form_was_kept() -> None:
+    data = parse_manifest(SPEC_EXAMPLE).to_dict()
+    for item in data["dependencies"]:
+        del item["written"]
+    old = Manifest.from_dict(data)
+    assert [str(d.constraint) for d in old.dependencies] == [">=1.7.0, <2.0.0-0", ">=3.5.0, <4.0.0-0"]
+
+
+def test_from_dict_refuses_a_written_form_that_is_not_the_constraint() -> None:
+    data = parse_manifest(SPEC_EXAMPLE).to_dict()
+    data["dependencies"][0]["written"] = "^2"
+    with pytest.raises(ValueError, match="is not"):
+        Manifest.from_dict(data)

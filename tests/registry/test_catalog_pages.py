@@ -88,10 +88,15 @@ def test_the_home_page_has_a_search_box_counts_recent_versions_and_kinds(client:
     assert "<strong>4</strong> extensions" in text
     assert "<strong>5</strong> versions" in text
     # Browse by kind, with counts and links to the filtered search.
-    for kind, title, count in (("provider", "Providers", 1), ("taskserv", "Taskservs", 2), ("cluster", "Clusters", 1)):
+    kinds = (("provider", "Providers", 1), ("taskserv", "Taskservs", 2), ("cluster", "Clusters", 1))
+    for kind, title, count in (*kinds, ("template", "Templates", 0)):  # templates too, none published
         assert f'<a href="/search?type={kind}">{title}</a> <span class="count"' in text
         assert f'aria-label="{count} extensions">{count}</span>' in text
-    assert "Templates" not in text.split("browse-title")[1].split("recent-title")[0]  # none published
+    templates = text.split('class="card kind kind-template"')[1].split("</article>")[0]
+    assert "None published yet." in templates
+    # and in the navigation of every page
+    nav = text.split('<nav class="site-nav"')[1].split("</nav>")[0]
+    assert [title for _, title, _ in kinds] + ["Templates"] == re.findall(r'type=\w+">(\w+)</a>', nav)
     # Recently published, newest first; the yanked one marked.
     recent = text.split('id="recent-title"')[1]
     order = [recent.index(f'href="/extensions/{n}/{v}/"') for n, v in (("k8s-ha", "1.0.0"), ("aws", "2.0.0"))]
@@ -442,6 +447,13 @@ def test_unknown_pages_are_html_404s_saying_what_is_missing(
     assert "<h1>Not found</h1>" in text
     assert message in text
     assert '<form class="header-search"' in text  # the catalog's layout, with its search box
+
+
+def test_the_404_of_a_misspelt_extension_links_the_close_names(client: Client, catalog: Any) -> None:
+    text = page(client, "/extensions/kubernets/", status=404)
+    assert "no extension named &#x27;kubernets&#x27; in this registry" in text
+    assert 'Did you mean <a href="/extensions/kubernetes/">kubernetes</a>?' in text
+    assert "; did you mean" not in text  # linked instead of repeated
 
 
 def test_api_paths_keep_their_json_404(client: Client, db: None) -> None:

@@ -10,10 +10,11 @@ The extension ``etcd`` (3.5.9) is owned by alice. The credentials:
 - ``expired``, ``revoked``: alice's full tokens, expired or revoked;
 - ``none``: no Authorization header.
 
-The token endpoints are per user, not per extension: any valid token acts on its own user's
-tokens, so bob creates a token for himself (201) and cannot see alice's (404); a scoped token only
-creates tokens within its scopes (403 otherwise); any valid token of a user may revoke that user's
-tokens (revoking only ever removes access)."""
+The token endpoints are per user, not per extension, and need the ``tokens`` scope (SPEC 3.4): a
+token that has it acts on its own user's tokens, so bob creates a token for himself (201) and
+cannot see alice's (404); a token only creates tokens within its scopes (403 otherwise); a token
+without the ``tokens`` scope may neither create nor revoke (403), so a leaked publish token cannot
+revoke its owner's other tokens. Every scope against every token endpoint: tests/registry/test_tokens.py."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ pytest_plugins = ["tests.factories"]  # imported at run time below, so pytest ca
 EXTENSION = "etcd"
 VERSION = "3.5.9"
 NEW_VERSION = "3.5.10"
-ALL = ("publish:*", "yank:*", "owners:*")
+ALL = ("publish:*", "yank:*", "owners:*", "tokens")
 
 CREDENTIALS = ("owner", "stranger", "scoped_other", "other_action", "expired", "revoked", "none")
 
@@ -225,9 +226,11 @@ ENDPOINTS: dict[str, Endpoint] = {
     "owner_remove_by_path": Endpoint(
         do_owner_remove_by_path, ("publish:etcd", "yank:etcd"), "owners:etcd", prepare_owner_remove
     ),
-    "token_create": Endpoint(do_token_create, ("yank:etcd", "owners:etcd"), None),
-    "token_revoke": Endpoint(do_token_revoke, ("yank:etcd",), None, prepare_token_revoke),
-    "token_revoke_by_path": Endpoint(do_token_revoke_by_path, ("yank:etcd",), None, prepare_token_revoke),
+    "token_create": Endpoint(do_token_create, ("publish:etcd", "yank:etcd", "owners:etcd"), "tokens"),
+    "token_revoke": Endpoint(do_token_revoke, ("publish:*", "yank:*", "owners:*"), "tokens", prepare_token_revoke),
+    "token_revoke_by_path": Endpoint(
+        do_token_revoke_by_path, ("publish:*", "yank:*", "owners:*"), "tokens", prepare_token_revoke
+    ),
 }
 
 # (status, code) of each cell.
@@ -250,8 +253,8 @@ EXPECTED: dict[str, dict[str, tuple[int, str | None]]] = {
     "token_create": {
         "owner": (201, None),
         "stranger": (201, None),  # a token for bob himself
-        "scoped_other": (403, "forbidden"),  # publish:etcd is not within publish:other
-        "other_action": (403, "forbidden"),  # nor within yank:etcd, owners:etcd
+        "scoped_other": (403, "forbidden"),  # no tokens scope
+        "other_action": (403, "forbidden"),  # publish:etcd itself, but no tokens scope
         "expired": (401, "unauthenticated"),
         "revoked": (401, "unauthenticated"),
         "none": (401, "unauthenticated"),
@@ -259,8 +262,8 @@ EXPECTED: dict[str, dict[str, tuple[int, str | None]]] = {
     "token_revoke": {
         "owner": (200, None),
         "stranger": (404, "not_found"),  # bob cannot even see alice's tokens
-        "scoped_other": (200, None),  # any valid token of alice's may revoke her tokens
-        "other_action": (200, None),
+        "scoped_other": (403, "forbidden"),  # no tokens scope
+        "other_action": (403, "forbidden"),  # every other scope, but not tokens
         "expired": (401, "unauthenticated"),
         "revoked": (401, "unauthenticated"),
         "none": (401, "unauthenticated"),

@@ -229,7 +229,7 @@ def test_it_shows_a_version_with_manifest_dependencies_provides_files_and_build(
     assert got["version"] == "1.28.0"
     assert got["type"] == "taskserv"
     assert got["description"] == "Kubernetes"
-    assert got["dependencies"] == [{"name": "etcd", "constraint": str(Constraint.parse("^3.5"))}]
+    assert got["dependencies"] == [{"name": "etcd", "constraint": "^3.5", "normal": str(Constraint.parse("^3.5"))}]
     assert got["provides"] == {**NO_PROVIDES, "taskservs": ["kubectl", "kubernetes"]}
     assert got["provisioning_version"] == str(Constraint.parse(">=1.0.0"))
     assert (got["sha256"], got["checksum"], got["size"]) == (sha, f"sha256:{sha}", build["upload"]["size"])
@@ -254,7 +254,11 @@ def test_it_shows_a_version_with_manifest_dependencies_provides_files_and_build(
     assert all(set(f) == {"path", "size", "sha256"} for f in got["files"])
     manifest = got["manifest"]
     assert (manifest["name"], manifest["version"], manifest["type"]) == ("kubernetes", "1.28.0", "taskserv")
-    assert manifest["dependencies"] == got["dependencies"]
+    # The stored manifest keeps the normal form as "constraint" (older rows have only that) and
+    # the written one as "written"; the API shows the written one as "constraint".
+    assert manifest["dependencies"] == [
+        {"name": "etcd", "constraint": str(Constraint.parse("^3.5")), "written": "^3.5"}
+    ]
     assert manifest["provides"]["taskservs"] == ["kubernetes", "kubectl"]
 
 
@@ -351,7 +355,7 @@ def test_dependents_lists_the_extensions_and_versions_that_depend_on_it(client: 
             "type": "taskserv",
             "description": "The flannel taskserv for tests",
             "latest_version": "0.24.0",
-            "versions": [{"version": "0.24.0", "constraint": str(Constraint.parse("*")), "yanked": False}],
+            "versions": [{"version": "0.24.0", "constraint": "*", "normal": "*", "yanked": False}],
         },
         {
             "name": "kubernetes",
@@ -359,8 +363,13 @@ def test_dependents_lists_the_extensions_and_versions_that_depend_on_it(client: 
             "description": "The kubernetes taskserv for tests",
             "latest_version": "1.30.0",
             "versions": [
-                {"version": "1.29.0", "constraint": str(Constraint.parse(">=3.5.9")), "yanked": False},
-                {"version": "1.28.0", "constraint": str(Constraint.parse("^3.5")), "yanked": False},
+                {
+                    "version": "1.29.0",
+                    "constraint": ">=3.5.9",
+                    "normal": str(Constraint.parse(">=3.5.9")),
+                    "yanked": False,
+                },
+                {"version": "1.28.0", "constraint": "^3.5", "normal": str(Constraint.parse("^3.5")), "yanked": False},
             ],
         },
     ]
@@ -451,3 +460,17 @@ def test_no_read_request_gets_a_500(client: Client, etcd: None, segment: str, va
         assert response.status_code in (200, 400, 404, 405), (url, response.content)
         if response.status_code != 200:
             assert response.json()["success"] is False
+
+
+def test_an_unknown_extension_is_a_404_with_the_close_names(client: Client, publisher: Publisher) -> None:
+    publisher("kubernetes", "1.28.0")
+    publisher("kubectl", "1.0.0")
+    for url in ("/api/v1/extensions/kubernets/", "/api/v1/extensions/kubernets/versions/1.0.0/",
+                "/api/v1/extensions/kubernets/dependents/", "/api/v1/extensions/kubernets/owners/"):  # fmt: skip
+        response = client.get(url)
+        assert response.status_code == 404, url
+        error = response.json()["error"]
+        assert error["message"] == "no extension named 'kubernets' in this registry; did you mean 'kubernetes'?", url
+        assert error["details"] == [{"path": "name", "name": "kubernets", "suggestions": ["kubernetes"]}]
+    nothing = client.get("/api/v1/extensions/zzzzzz/").json()["error"]
+    assert nothing["message"] == "no extension named 'zzzzzz' in this registry"

@@ -117,7 +117,7 @@ def test_resolve_picks_the_newest_versions_that_satisfy_every_constraint(client:
     assert chosen == {"containerd": "1.7.13", "etcd": "3.5.12", "kubernetes": "1.28.6"}
     kubernetes = data["resolved"][-1]
     assert kubernetes["download_url"].endswith("/api/v1/extensions/kubernetes/versions/1.28.6/download")
-    assert kubernetes["dependencies"] == ["containerd >=1.7.0, <2.0.0-0", "etcd >=3.5.0, <4.0.0-0"]
+    assert kubernetes["dependencies"] == ["containerd ^1.7", "etcd >=3.5, <4"]  # as written
     download = client.get(kubernetes["download_url"].split("testserver", 1)[1])
     assert hashlib.sha256(b"".join(download.streaming_content)).hexdigest() == kubernetes["sha256"]
 
@@ -308,9 +308,12 @@ def test_the_install_plan_checks_the_kind_and_takes_constraints(examples_registr
     ranged = plan("taskservs", {"name": "kubernetes", "version": "~1.28"})
     assert ranged.status_code == 200
     assert ranged.json()["data"]["version"] == "1.28.6"
-    bad = plan("taskservs", {"name": "kubernetes", "version": "bad"})
-    assert bad.status_code == 400
-    assert bad.json()["error"]["message"].startswith("version: 'bad' is not a valid constraint")
+    bad = plan("taskservs", {"name": "kubernetes", "version": "bad"})  # as resolve answers a bad requirement
+    assert bad.status_code == 422
+    error = bad.json()["error"]
+    assert error["code"] == "resolution_failed"
+    assert error["message"].startswith("version: 'bad' is not a valid constraint")
+    assert error["details"][0]["reason"] == "invalid_requirement" and error["details"][0]["path"] == "version"
 
 
 def test_json_endpoints_take_no_uploads_and_resolution_is_throttled(

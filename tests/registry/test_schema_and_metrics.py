@@ -161,3 +161,104 @@ def test_the_docs_page_serves_its_assets_locally(client: Client, db: None) -> No
 @pytest.mark.parametrize("path", ["/api/v1/extensions/", "/api/v1/extensions/taskservs", SCHEMA_URL])
 def test_reads_need_no_token(client: Client, db: None, path: str) -> None:
     assert client.get(path).status_code == 200
+
+
+def _openapi(client: Client) -> dict[str, Any]:
+    response = client.get("/api/v1/openapi.json")
+    assert response.status_code == 200
+    return dict(json.loads(response.content))
+
+
+def test_only_operations_that_need_a_token_carry_a_lock(client: Client, db: None) -> None:
+    """Swagger draws a lock on an operation with security requirements: exactly the writes (and
+    the token listing), never a public read, resolve or install plan."""
+    document = _openapi(client)
+    locked = {
+        (method.upper(), path)
+        for path, operations in document["paths"].items()
+        for method, operation in operations.items()
+        if operation.get("security")
+    }
+    public = {
+        (method.upper(), path)
+        for path, operations in document["paths"].items()
+        for method, operation in operations.items()
+        if not operation.get("security")
+    }
+    assert ("GET", "/api/v1/tokens/") in locked
+    assert ("POST", "/api/v1/extensions/") in locked
+    assert ("DELETE", "/api/v1/extensions/{name}/owners/{username}/") in locked
+    assert ("GET", "/api/v1/extensions/") in public
+    assert ("GET", "/api/v1/extensions/{name}/owners/") in public
+    assert ("POST", "/api/v1/resolve") in public
+    assert ("POST", "/api/v1/extensions/{kinds}/install") in public
+    assert all(method in ("GET", "POST") for method, path in public if path != "/api/v1/openapi.json")
+    for path, operations in document["paths"].items():
+        for operation in operations.values():
+            assert {} not in operation.get("security", []), path  # no anonymous alternative on a lock
+
+
+def test_every_operation_documents_its_errors_in_the_envelope(client: Client, db: None) -> None:
+    document = _openapi(client)
+    for path, operations in document["paths"].items():
+        if path == "/api/v1/openapi.json":
+            continue
+        for method, operation in operations.items():
+            assert {"401", "429"} <= set(operation["responses"]), (method, path)
+            if "{" in path:
+                assert "404" in operation["responses"], (method, path)
+            for status, response in operation["responses"].items():
+                if status.startswith(("4", "5")):
+                    ref = response["content"]["application/json"]["schema"]["$ref"]
+                    assert ref.endswith("/ErrorEnvelope"), (method, path, status)
+    created = document["paths"]["/api/v1/tokens/"]["post"]["responses"]["201"]["content"]["application/json"]
+    envelope = document["components"]["schemas"][created["schema"]["$ref"].rsplit("/", 1)[1]]
+    assert set(envelope["properties"]) == {"success", "data"}
+    data = document["components"]["schemas"][envelope["properties"]["data"]["$ref"].rsplit("/", 1)[1]]
+    assert {"token", "id", "prefix", "scopes"} <= set(data["properties"])
+
+
+def test_author_urls_are_not_declared_as_uris(client: Client, db: None) -> None:
+    """extension.toml takes any http(s) URL text (quotes and angle brackets included), which is
+    not always a valid URI: the API documents homepage and repository as plain strings."""
+    schemas = _openapi(client)["components"]["schemas"]
+    for shape in ("ExtensionItem", "ExtensionDetail", "ExtensionLookup"):
+        for field in ("homepage", "repository"):
+            if field in schemas[shape]["properties"]:
+                assert "format" not in schemas[shape]["properties"][field], (shape, field)
+
+
+def test_parameters_carry_the_bounds_the_api_enforces(client: Client, db: None) -> None:
+    document = _openapi(client)
+    search = {p["name"]: p["schema"] for p in document["paths"]["/api/v1/extensions/"]["get"]["parameters"]}
+    assert (search["limit"]["minimum"], search["limit"]["maximum"]) == (1, 100)
+    assert search["offset"]["minimum"] == 0
+    assert "" in search["type"]["enum"] and "taskserv" in search["type"]["enum"]
+    version = document["paths"]["/api/v1/extensions/{name}/versions/{version}/"]["get"]["parameters"]
+    assert {p["name"]: "pattern" in p["schema"] for p in version} == {"name": True, "version": True}
+    assert client.get("/api/v1/extensions/?limit=0").status_code == 400
+    assert client.get("/api/v1/extensions/?limit=101").status_code == 400
+    assert client.get("/api/v1/extensions/?type=").status_code == 200  # documented: every type
+
+
+@pytest.mark.parametrize(
+    "path", ["/api/v1/extensions/", "/api/v1/tokens/", "/api/v1/resolve", SCHEMA_URL, "/api/v1/openapi.json"]
+)
+def test_options_is_a_405_in_the_envelope(client: Client, db: None, path: str) -> None:
+    response = client.options(path)
+    assert response.status_code == 405
+    body = response.json()
+    assert body["success"] is False and body["error"]["code"] == "method_not_allowed"
+    assert "OPTIONS" not in response["Allow"]
+
+
+def test_text_inputs_refuse_other_json_types(client: Client, token: str) -> None:
+    """No coercion: a number where a string is documented is a 400, as is "1" for a number."""
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
+    for body in ({"name": 0}, {"name": "x", "expires_in_days": "1"}, {"name": "x", "scopes": [1]}):
+        response = client.post("/api/v1/tokens/", body, content_type="application/json", **headers)
+        assert response.status_code == 400, (body, response.content)
+    resolve = client.post(
+        "/api/v1/resolve", {"requirements": ["etcd"], "include_prereleases": 1}, content_type="application/json"
+    )
+    assert resolve.status_code == 400

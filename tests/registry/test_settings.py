@@ -152,3 +152,42 @@ def test_an_empty_key_file_left_by_a_crash_is_replaced(tmp_path: Path) -> None:
     assert manage(tmp_path, "check").returncode == 0
     assert (data / "secret_key").read_text().strip() == key
     assert [p.name for p in data.iterdir() if p.name.startswith(".secret_key")] == []
+
+
+def test_the_embedded_broker_is_described_without_a_kombu_warning(tmp_path: Path) -> None:
+    """In embedded mode nothing is sent, but the connection is described (health, reaper...):
+    kombu warns "No hostname was supplied" for a broker URL without a host."""
+    code = (
+        "import logging; logging.basicConfig(); from django.conf import settings; from kombu import Connection; "
+        "Connection(settings.CELERY_BROKER_URL).info(); print(settings.CELERY_BROKER_URL)"
+    )
+    proc = manage(tmp_path, "shell", "-c", code, REGISTRY_DATA_DIR=str(tmp_path / "data"))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1].startswith("memory://")
+    assert "kombu" not in proc.stderr and "No hostname" not in proc.stderr
+
+
+def test_make_run_on_a_busy_port_says_so_in_one_line_and_changes_nothing(tmp_path: Path) -> None:
+    import shutil
+    import socket
+
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = subprocess.run(
+            ["make", "-s", "port-free", f"PORT={port}"], cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
+    assert proc.returncode != 0
+    first = proc.stderr.splitlines()[0]
+    assert first == (
+        f"port {port} on 127.0.0.1 is in use (another registry?): stop it, or run make run PORT=8001; "
+        "nothing was changed"
+    )
+    free = subprocess.run(["make", "-s", "port-free", f"PORT={port}"], cwd=ROOT, capture_output=True, text=True)
+    assert free.returncode == 0, free.stderr
+    rule = next(line for line in (ROOT / "Makefile").read_text().splitlines() if line.startswith("run:"))
+    prerequisites = rule.split(":", 1)[1].split()
+    assert prerequisites.index("port-free") < prerequisites.index("migrate")  # before the data is touched

@@ -84,7 +84,8 @@ def test_a_first_token_is_created_with_a_username_and_password(client: Client, d
     assert data["expires_at"] is None and data["revoked_at"] is None and data["last_used_at"] is None
     row = ApiToken.objects.get(pk=data["id"])
     assert row.user.get_username() == "bob"
-    assert whoami(client, data["token"]).status_code == 200
+    error = error_of(whoami(client, data["token"]), 403, "forbidden")  # it works, but has no tokens scope
+    assert error["details"] == [{"required_scope": "tokens"}]
 
 
 def test_a_wrong_password_creates_nothing(client: Client, db: None) -> None:
@@ -127,15 +128,15 @@ def test_a_token_creates_another_token(client: Client, token: str) -> None:
 
 def test_scopes_default_to_every_action_on_every_name(client: Client, token: str) -> None:
     data = created(create(client, {"name": "all"}, **bearer(token)))
-    assert data["scopes"] == ["owners:*", "publish:*", "yank:*"]
+    assert data["scopes"] == ["owners:*", "publish:*", "tokens", "yank:*"]
 
 
 def test_a_scoped_token_without_scopes_asked_creates_a_token_with_its_own_scopes(client: Client, user: Any) -> None:
     from tests.factories import make_token
 
-    scoped = make_token(user, scopes=("publish:etcd", "yank:etcd"))
+    scoped = make_token(user, scopes=("publish:etcd", "yank:etcd", "tokens"))
     data = created(create(client, {"name": "narrow"}, **bearer(scoped)))
-    assert data["scopes"] == ["publish:etcd", "yank:etcd"]
+    assert data["scopes"] == ["publish:etcd", "tokens", "yank:etcd"]
 
 
 def session_client(user: AbstractBaseUser) -> Client:
@@ -162,7 +163,7 @@ def test_a_session_post_with_the_csrf_token_is_accepted(user: AbstractBaseUser) 
     client = session_client(user)
     data = created(create(client, {"name": "web"}, HTTP_X_CSRFTOKEN=csrf_token(client)))
     assert ApiToken.objects.get(pk=data["id"]).user == user
-    assert data["scopes"] == ["owners:*", "publish:*", "yank:*"]
+    assert data["scopes"] == ["owners:*", "publish:*", "tokens", "yank:*"]
 
 
 def test_a_session_delete_needs_the_csrf_token_too(user: AbstractBaseUser) -> None:
@@ -261,7 +262,7 @@ def test_it_refuses_scopes_that_are_not_a_list_of_scopes(client: Client, token: 
 def test_a_token_cannot_grant_scopes_it_lacks(client: Client, user: Any, held: list[str], wanted: list[str]) -> None:
     from tests.factories import make_token
 
-    scoped = make_token(user, scopes=held)
+    scoped = make_token(user, scopes=[*held, "tokens"])
     error = error_of(create(client, {"name": "x", "scopes": wanted}, **bearer(scoped)), 403, "forbidden")
     assert "can only grant scopes it has" in error["message"]
     assert ApiToken.objects.count() == 1
@@ -273,12 +274,13 @@ def test_a_token_cannot_grant_scopes_it_lacks(client: Client, user: Any, held: l
         (["publish:etcd"], ["publish:etcd"]),
         (["publish:*"], ["publish:etcd"]),
         (["publish:*", "yank:*"], ["yank:etcd", "publish:*"]),
+        ([], ["tokens"]),
     ],
 )
 def test_a_token_can_grant_scopes_it_has(client: Client, user: Any, held: list[str], wanted: list[str]) -> None:
     from tests.factories import make_token
 
-    scoped = make_token(user, scopes=held)
+    scoped = make_token(user, scopes=[*held, "tokens"])
     assert created(create(client, {"name": "x", "scopes": wanted}, **bearer(scoped)))["scopes"] == sorted(wanted)
 
 
@@ -399,6 +401,99 @@ def test_a_refused_token_does_not_record_a_use(client: Client, token: str) -> No
     assert ApiToken.objects.get().last_used_at is None
 
 
+# --- the tokens scope: every token endpoint by every credential ----------------------------------
+
+SCOPE_CREDENTIALS = [
+    "publish:*",
+    "publish:etcd",
+    "yank:*",
+    "yank:etcd",
+    "owners:*",
+    "owners:etcd",
+    "publish:*+yank:*+owners:*",  # every scope but tokens
+    "tokens",
+    "session",
+    "password",
+]
+
+
+def token_request(client: Client, endpoint: str, victim: int, headers: dict[str, str]) -> Any:
+    if endpoint == "list":
+        return client.get(URL, **headers)
+    if endpoint == "create":
+        return create(client, {"name": "new"}, **headers)
+    if endpoint == "revoke":
+        return client.delete(URL, {"id": victim}, content_type="application/json", **headers)
+    return client.delete(f"{URL}{victim}/", **headers)
+
+
+@pytest.mark.parametrize("credential", SCOPE_CREDENTIALS)
+@pytest.mark.parametrize("endpoint", ["list", "create", "revoke", "revoke_by_path"])
+def test_managing_tokens_needs_the_tokens_scope_or_a_session(
+    client: Client, user: AbstractBaseUser, endpoint: str, credential: str
+) -> None:
+    from registry.models import AuditEvent
+    from tests.factories import make_token, make_user
+
+    make_user("bob", password="correct horse")
+    bob = type(user).objects.get(username="bob")
+    victim_secret = make_token(bob, scopes=("publish:*",))
+    victim = ApiToken.objects.get(prefix=victim_secret[:12])
+    headers: dict[str, str] = {}
+    if credential == "session":
+        client.force_login(bob)
+    elif credential == "password":
+        headers = basic("bob", "correct horse")
+    else:
+        headers = bearer(make_token(bob, scopes=credential.split("+")))
+    before = sorted(ApiToken.objects.values_list("prefix", "revoked_at"))
+    audited = AuditEvent.objects.count()
+
+    response = token_request(client, endpoint, victim.pk, headers)
+
+    if credential in ("tokens", "session", "password"):
+        assert response.status_code == (201 if endpoint == "create" else 200), response.content
+        if endpoint == "list":
+            assert victim_secret[:12] in [t["prefix"] for t in response.json()["data"]]
+        elif endpoint == "create":
+            assert ApiToken.objects.count() == len(before) + 1
+            assert AuditEvent.objects.count() == audited + 1
+            assert AuditEvent.objects.order_by("-id").values_list("action", flat=True)[0] == "token_create"
+        else:
+            victim.refresh_from_db()
+            assert victim.revoked_at is not None
+            assert AuditEvent.objects.count() == audited + 1
+            assert AuditEvent.objects.order_by("-id").values_list("action", flat=True)[0] == "token_revoke"
+        return
+    error = error_of(response, 403, "forbidden")
+    assert "it needs the scope tokens" in error["message"]
+    assert error["details"] == [{"required_scope": "tokens"}]
+    assert sorted(ApiToken.objects.values_list("prefix", "revoked_at")) == before
+    assert AuditEvent.objects.count() == audited
+
+
+def test_a_publish_token_cannot_revoke_its_owners_other_tokens(client: Client, user: AbstractBaseUser) -> None:
+    """The leak this scope closes: alice's publish:foo token revoking her publish:* token."""
+    from tests.factories import make_token
+
+    leaked = make_token(user, scopes=("publish:foo",))
+    other = make_token(user, scopes=("publish:*",))
+    row = ApiToken.objects.get(prefix=other[:12])
+    error_of(client.delete(f"{URL}{row.pk}/", **bearer(leaked)), 403, "forbidden")
+    error_of(client.get(URL, **bearer(leaked)), 403, "forbidden")
+    row.refresh_from_db()
+    assert row.revoked_at is None
+
+
+def test_a_token_with_only_the_tokens_scope_creates_tokens_of_that_scope_only(client: Client, user: Any) -> None:
+    from tests.factories import make_token
+
+    manager = make_token(user, scopes=("tokens",))
+    assert created(create(client, {"name": "x"}, **bearer(manager)))["scopes"] == ["tokens"]
+    error = error_of(create(client, {"name": "y", "scopes": ["publish:*"]}, **bearer(manager)), 403, "forbidden")
+    assert "can only grant scopes it has" in error["message"]
+
+
 # --- revoking ------------------------------------------------------------------------------------
 
 
@@ -469,12 +564,13 @@ def test_revoking_needs_the_id_of_an_existing_token(
 
 def test_createtoken_prints_a_working_token(client: Client, db: None) -> None:
     out = io.StringIO()
-    call_command("createtoken", "carol", "--create-user", "--scope", "publish:*", "--scope", "yank:etcd", stdout=out)
+    args = ["--scope", "publish:*", "--scope", "yank:etcd", "--scope", "tokens"]
+    call_command("createtoken", "carol", "--create-user", *args, stdout=out)
     secret = out.getvalue().strip()
     assert TOKEN_RE.match(secret)
     response = whoami(client, secret)
     assert response.status_code == 200
-    assert response.json()["data"][0]["scopes"] == ["publish:*", "yank:etcd"]
+    assert response.json()["data"][0]["scopes"] == ["publish:*", "tokens", "yank:etcd"]
     assert ApiToken.objects.get().digest == hashlib.sha256(secret.encode()).hexdigest()
 
 
@@ -485,7 +581,7 @@ def test_createtoken_defaults_to_every_scope_and_honours_expiry(db: None) -> Non
     out = io.StringIO()
     call_command("createtoken", "carol", "--expires-in-days", "7", stdout=out)
     row = ApiToken.objects.get()
-    assert row.scopes == ["owners:*", "publish:*", "yank:*"]
+    assert row.scopes == ["owners:*", "publish:*", "tokens", "yank:*"]
     assert row.expires_at is not None
     assert abs(row.expires_at - (timezone.now() + timedelta(days=7))) < timedelta(minutes=1)
 

@@ -21,8 +21,8 @@ class Command(BaseCommand):
             action="append",
             dest="scopes",
             metavar="SCOPE",
-            help="publish:NAME, yank:NAME, owners:NAME, with * for every name "
-            f"(repeatable; default {' '.join(DEFAULT_SCOPES)})",
+            help="publish:NAME, yank:NAME, owners:NAME, with * for every name, or tokens (managing "
+            f"tokens) (repeatable; default {' '.join(DEFAULT_SCOPES)})",
         )
         parser.add_argument("--create-user", action="store_true", help="create the user if it does not exist")
         parser.add_argument("--name", default="createtoken", help="a label for the token")
