@@ -10,7 +10,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "registry.settings")
 
 app = Celery("registry")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks(["builds", "registry"])
+app.autodiscover_tasks(["builds", "registry", "registry.trust"])
 app.conf.beat_schedule = {
     # Builds whose worker died are re-queued or failed: never `running` forever.
     # (Its schedule is REGISTRY_BUILD_HEARTBEAT_SECONDS, set in RegistryConfig.ready once the
@@ -23,4 +23,6 @@ app.conf.beat_schedule = {
     "flush-downloads": {"task": "registry.flush_downloads", "schedule": 5.0},
     # Static index files left behind their rows by a crash (registry.staticindex).
     "repair-static-index": {"task": "registry.repair_static_index", "schedule": 60.0},
+    # The signed index: the timestamp (and anything else close to expiry) re-signed in time.
+    "maintain-signed-index": {"task": "trust.maintain", "schedule": 300.0},
 }

@@ -71,3 +71,22 @@ class AtomicFileSystemStorage(FileSystemStorage):
             os.unlink(tmp)
         self._sync_directory(full_path)
         return os.path.relpath(full_path, self.location).replace("\\", "/")
+
+    def replace(self, name: str, data: bytes) -> None:
+        """Write ``data`` at ``name``, replacing it atomically (a temporary file renamed over it)."""
+        full_path = self.path(name)
+        directory = os.path.dirname(full_path)
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".incoming-")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            if self.file_permissions_mode is not None:
+                os.chmod(tmp, self.file_permissions_mode)
+            os.replace(tmp, full_path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise

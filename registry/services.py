@@ -56,6 +56,7 @@ from registry.tokens import (
     scope_problem,
     token_digest,
 )
+from registry.trust import repository as trust
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -453,6 +454,8 @@ def extension_refresh(extension: Extension) -> None:
             "updated_at",
         ]
     )
+    # The signed index covers the new document before the transaction commits (registry.trust).
+    trust.record_extension(extension)
 
 
 # --- yanking ------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from registry.env import (
     env_data_dir,
     env_int,
     env_list,
+    env_path,
     env_rate,
     env_seconds,
     env_size,
@@ -48,6 +49,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "registry",
+    "registry.trust",
     "builds",
 ]
 
@@ -173,6 +175,17 @@ REGISTRY_SANDBOX_WALL_SECONDS = env_int("REGISTRY_SANDBOX_WALL_SECONDS", 240, mi
 REGISTRY_SANDBOX_OUTPUT = env_size("REGISTRY_SANDBOX_OUTPUT", 16 * 1024**2, minimum=64 * 1024)
 REGISTRY_SANDBOX_OPEN_FILES = env_int("REGISTRY_SANDBOX_OPEN_FILES", 256, minimum=32)
 REGISTRY_SANDBOX_ISOLATE_NETWORK = env_bool("REGISTRY_SANDBOX_ISOLATE_NETWORK", True)
+
+# --- The signed index (SPEC 6.1; registry.trust): a TUF repository ------------------------------
+# Online keys (targets, snapshot, timestamp) live here on every machine that publishes; the root
+# key is written apart by `manage.py trust init` and should be kept offline.
+REGISTRY_TUF_KEYS_DIR = env_path("REGISTRY_TUF_KEYS_DIR", REGISTRY_DATA_DIR / "tuf-keys")
+# Lifetimes (seconds) of each role's metadata; each is re-signed once half of it has passed
+# (Celery beat's trust.maintain; in embedded mode also a request for timestamp.json that finds it due).
+REGISTRY_TUF_TIMESTAMP_EXPIRES = env_int("REGISTRY_TUF_TIMESTAMP_EXPIRES", 86400, minimum=2)
+REGISTRY_TUF_SNAPSHOT_EXPIRES = env_int("REGISTRY_TUF_SNAPSHOT_EXPIRES", 7 * 86400, minimum=2)
+REGISTRY_TUF_TARGETS_EXPIRES = env_int("REGISTRY_TUF_TARGETS_EXPIRES", 365 * 86400, minimum=2)
+REGISTRY_TUF_ROOT_EXPIRES = env_int("REGISTRY_TUF_ROOT_EXPIRES", 365 * 86400, minimum=2)
 
 # --- Celery: in-process (eager) unless a broker is configured ----------------------------------
 CELERY_BROKER_URL = env_url("CELERY_BROKER_URL", "", ("redis", "rediss", "amqp", "amqps", "sqs"))

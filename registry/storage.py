@@ -191,3 +191,44 @@ def list_keys(prefix: str) -> Iterator[tuple[str, datetime | None]]:
             yield from walk(f"{directory}/{sub}")
 
     yield from walk(prefix)
+
+
+# --- small objects by name (the signed index's metadata and targets, registry.trust) ----------------
+
+
+def put_bytes(key: str, data: bytes) -> bool:
+    """Store ``data`` write-once at ``key``; False (nothing written) when the key is already taken."""
+    import io
+
+    if exists(key):
+        return False
+    try:
+        put(key, io.BytesIO(data))
+    except KeyTaken:
+        return False
+    return True
+
+
+def replace_bytes(key: str, data: bytes) -> None:
+    """Store ``data`` at ``key``, replacing what is there, so that a reader sees the old or the new
+    object whole (files: a temporary file renamed over it; S3: one PUT). The one mutable name of the
+    signed index (its timestamp.json) is written this way; nothing else is ever overwritten."""
+    import io
+
+    storage = _storage()
+    replace = getattr(storage, "replace", None)
+    if replace is not None:
+        _call("replace", replace, key, data)
+    else:  # S3Storage: _save writes the name as given (save() is what picks another name)
+        _call("replace", storage._save, key, File(io.BytesIO(data), name=key.rsplit("/", 1)[-1]))
+
+
+def read_bytes(key: str) -> bytes | None:
+    """The object's bytes, or None when there is no such key."""
+    if not exists(key):
+        return None
+    try:
+        with open_file(key) as handle:
+            return bytes(_call("read", handle.read))
+    except FileNotFoundError:
+        return None

@@ -9,6 +9,7 @@ from builds import metrics as build_metrics
 from builds import views as build_views
 from registry import metrics, views
 from registry.apis import catalog, downloads, oci, owners, resolve, schema, tokens, yank
+from registry.trust import views as trust_views
 
 api = "api/v1/"
 
@@ -65,6 +66,9 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     # OCI distribution, pull side (SPEC 7): every path under /v2 (registry.apis.oci).
     *oci.urlpatterns,
+    # The signed index (SPEC 6.1): static files nginx or a CDN can serve as well.
+    path("tuf/metadata/<str:name>", trust_views.metadata, name="tuf-metadata"),
+    path("tuf/targets/<path:path>", trust_views.target, name="tuf-target"),
 ]
 
 handler400 = "registry.views.handler400"
