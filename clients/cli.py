@@ -24,7 +24,7 @@ from clients.output import Output
 from extensions.errors import ExtensionError
 
 # Modules under clients/commands/ that register subcommands, in help order.
-COMMAND_MODULES = ("authoring", "publishing", "install", "account", "runtime")
+COMMAND_MODULES = ("authoring", "publishing", "install", "account", "runtime", "trust")
 
 # The groups each module adds commands to. A command line naming a group imports only the modules
 # that add to it, so `module discover` does not pay for the authoring tools' imports (a module not
@@ -36,6 +36,7 @@ COMMAND_GROUPS: dict[str, tuple[str, ...]] = {
     "install": ("extension", "taskserv", "cluster", "providers"),
     "account": ("registry",),
     "runtime": ("module", "runtime"),
+    "trust": ("trust",),
 }
 
 # Each group's description starts with its commands, as `--help` lists them (tests/clients/test_cli.py).
@@ -47,6 +48,7 @@ GROUPS = {
     "providers": "create, list and validate providers",
     "registry": "login and logout: keep or forget an API token for a registry",
     "runtime": "serve the runtime's loaded-extension API on loopback",
+    "trust": "init and show: the registry's root of trust (signed metadata) pinned by this client",
 }
 
 
@@ -62,12 +64,19 @@ class Context:
     def config(self) -> Config:
         """The effective configuration (options, environment, stored credentials), read on first use."""
         if self._config is None:
+            no_verify = bool(getattr(self.args, "no_verify", False))
             self._config = load_config(
                 registry=getattr(self.args, "registry", None),
                 token=getattr(self.args, "token", None),
                 home=getattr(self.args, "home", None),
                 output=self.out.mode,
+                verify=not no_verify,
             )
+            if no_verify:
+                self.out.warn(
+                    f"--no-verify: index documents and packages from {self._config.registry} are not checked "
+                    "against its signed metadata; use it only for a registry that has none"
+                )
         return self._config
 
 
@@ -104,6 +113,13 @@ def _global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
         metavar="DIR",
         default=default(None),
         help="local store and runtime state (env PROVISIONING_HOME)",
+    )
+    parser.add_argument(
+        "--no-verify",
+        action="store_true",
+        default=default(False),
+        help="do not verify index documents and packages against the registry's signed metadata "
+        "(only for a registry that has none)",
     )
     parser.add_argument(
         "--output",

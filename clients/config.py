@@ -31,6 +31,7 @@ class Config:
     token: str | None
     home: Path
     output: str = "table"
+    verify: bool = True  # check index documents and packages against the signed index (--no-verify: off)
 
     @property
     def credentials_path(self) -> Path:
@@ -54,7 +55,12 @@ def _stored_credentials(home: Path) -> dict[str, str]:
 
 
 def load_config(
-    *, registry: str | None = None, token: str | None = None, home: str | Path | None = None, output: str = "table"
+    *,
+    registry: str | None = None,
+    token: str | None = None,
+    home: str | Path | None = None,
+    output: str = "table",
+    verify: bool = True,
 ) -> Config:
     """The effective configuration: options, then environment, then stored credentials."""
     home_path = Path(home or os.environ.get("PROVISIONING_HOME") or default_home()).expanduser()
@@ -73,7 +79,7 @@ def load_config(
     the_token = token or os.environ.get("PROVISIONING_TOKEN") or None
     if the_token is None and stored.get("registry", "").rstrip("/") == url.rstrip("/"):
         the_token = stored.get("token")
-    return Config(registry=url.rstrip("/"), token=the_token, home=home_path, output=output)
+    return Config(registry=url.rstrip("/"), token=the_token, home=home_path, output=output, verify=verify)
 
 
 def store_credentials(config: Config, *, registry: str, token: str) -> Path:

@@ -32,6 +32,7 @@ import httpx
 from clients.config import Config
 from clients.errors import ClientError, os_error_message
 from clients.files import atomic_write
+from clients.trust import Trust, VerificationError
 from extensions.errors import ExtensionError
 from extensions.index import IndexCatalogue, parse_index
 from extensions.kinds import KINDS, plural
@@ -130,6 +131,7 @@ class RegistryClient:
         offline: bool = False,
         cache_fallback: bool = False,
         unreachable_hint: str | None = None,
+        trust_home: Path | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.token = token
@@ -146,6 +148,18 @@ class RegistryClient:
             timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
             headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
         )
+        # trust_home: verify index documents and packages against the registry's signed index
+        # (clients.trust), with the root pinned under trust_home. None: no verification.
+        self.trust: Trust | None = None
+        if trust_home is not None:
+            self.trust = Trust(
+                self.base_url,
+                home=Path(trust_home),
+                http=self._http,
+                offline=offline,
+                fallback_offline=cache_fallback,
+                unreachable=self._unavailable,
+            )
 
     @classmethod
     def from_config(
@@ -158,7 +172,8 @@ class RegistryClient:
         unreachable_hint: str | None = None,
     ) -> RegistryClient:
         """The client for the effective configuration: its registry (or ``registry``), its token,
-        and the index cache under ``HOME/cache``."""
+        the index cache under ``HOME/cache``, and verification against the registry's signed index
+        (unless ``config.verify`` is off: ``--no-verify``)."""
         return cls(
             registry or config.registry,
             token=config.token,
@@ -166,6 +181,7 @@ class RegistryClient:
             offline=offline,
             cache_fallback=cache_fallback,
             unreachable_hint=unreachable_hint,
+            trust_home=config.home if config.verify else None,
         )
 
     # --- plumbing ---------------------------------------------------------------------------------
@@ -369,7 +385,41 @@ class RegistryClient:
         self._documents[name] = document
         return document
 
+    def _verified_index(self, trust: Trust, name: str) -> bytes | None:
+        """The index document the signed index lists for ``name`` (the cached copy when it is that one)."""
+        paths = self._index_paths(name)
+        cached = self.cached_index(name)
+        document = trust.index_document(name, cached=cached)
+        if document is None:
+            if self.offline:
+                return None
+            # A document the registry (or something in between) serves but the signed index does
+            # not list is refused, not taken for "no such extension".
+            try:
+                response = self._send("GET", f"api/v1/index/{name}")
+            except RegistryUnavailable:
+                return None
+            if response.status_code == 200:
+                raise trust.missing_index(name)
+            return None
+        try:
+            parse_index(document, name=name)
+        except ExtensionError as exc:
+            raise RegistryErrorAnswer(
+                f"the index document of {name!r} from {self.base_url} is not valid: {exc}", code="invalid_index"
+            ) from None
+        if paths is not None and document != cached:
+            self._cache_index(paths, document, None)
+        return document
+
+    def verify_package(self, name: str, version: str, sha256: str) -> None:
+        """With verification on: NAME VERSION's package must be a signed target with ``sha256``."""
+        if self.trust is not None:
+            self.trust.check_package(name, version, sha256)
+
     def _index(self, name: str) -> bytes | None:
+        if self.trust is not None:
+            return self._verified_index(self.trust, name)
         paths = self._index_paths(name)
         cached = self.cached_index(name)
         if self.offline:
@@ -454,6 +504,7 @@ class RegistryClient:
         check_sha256(expected_sha256)
         what = f"{name} {version}"
         self._check_online(f"downloading {what}")
+        signed = self.trust.check_package(name, version, expected_sha256) if self.trust is not None else None
         try:
             self._check_reachable()
         except RegistryUnavailable as exc:
@@ -516,6 +567,12 @@ class RegistryClient:
                 raise DownloadInterrupted(
                     f"the download of {what} from {url} ended after {received} of {total} bytes; "
                     "nothing was kept: run the command again to retry"
+                )
+            if signed is not None and received != signed.length:
+                raise VerificationError(
+                    "length_mismatch",
+                    f"length mismatch: {what} from {url} is {received} bytes, but the signed metadata lists "
+                    f"{signed.length}; nothing was kept",
                 )
             actual = digest.hexdigest()
             if actual != expected_sha256:

@@ -211,6 +211,8 @@ class Store:
         """The package from the store, or downloaded and verified into it. ``client`` None (or
         offline) means the store only."""
         what = f"{name} {version}"
+        if client is not None:
+            client.verify_package(name, version, sha256)  # against the signed index, before any use
         with self.lock(f"package-{sha256}"), self.writing():
             found = self.verified_package(sha256, what=what)
             if found is not None:

@@ -1,4 +1,4 @@
-"""A real registry for end-to-end tests: `manage.py migrate` then gunicorn, as separate processes
+"""A real registry for end-to-end tests: `manage.py migrate` (and `trust init`) then gunicorn, as separate processes
 with their own data directory and database (a SQLite file, or a PostgreSQL database), on a free
 port. It can be stopped and started again on the same port (for "registry unreachable" tests).
 
@@ -33,7 +33,15 @@ EXAMPLES = [str(BASE_DIR / "extensions" / kind) for kind in ("providers", "tasks
 
 
 class LiveRegistry:
-    def __init__(self, data_dir: Path, *, database_url: str | None = None, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        database_url: str | None = None,
+        env: dict[str, str] | None = None,
+        signed: bool = True,
+        trust_args: tuple[str, ...] = (),
+    ) -> None:
         self.data_dir = data_dir
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
@@ -54,6 +62,10 @@ class LiveRegistry:
         self.env = base
         data_dir.mkdir(parents=True, exist_ok=True)
         self._migrated = False
+        # signed: `manage.py trust init` after the migrations, so it serves the signed index
+        # (SPEC 6.1) as `make run` does; trust_args are given to it (--threshold targets=2 ...).
+        self.signed = signed
+        self.trust_args = trust_args
 
     @property
     def url(self) -> str:
@@ -86,6 +98,8 @@ class LiveRegistry:
     def start(self, *, workers: int = 2, threads: int = 4, timeout: float = 60) -> None:
         if not self._migrated:
             self.manage("migrate", "--noinput", "-v", "0")
+            if self.signed:
+                self.manage("trust", "init", "--if-missing", "--bins", "16", *self.trust_args)
             self._migrated = True
         if not self.port:
             self.port = free_port()
