@@ -38,6 +38,7 @@ from registry import storage
 from registry.errors import RegistryError
 from registry.limits import archive_limits, sandbox_limits
 from registry.tokens import Actor
+from registry.trust import repository as trust
 
 log = logging.getLogger(__name__)
 
@@ -264,6 +265,10 @@ def _commit(build: Build, attempt: int, actor: Actor, unpacked: Unpacked, key: s
             catalog.package_discard(sha256=info.sha256, key=key)
         except Exception:
             log.warning("build %s: could not remove %s after a failed commit", build.pk, key, exc_info=True)
+        try:  # the signed index may already cover what was rolled back: re-sign it from the rows now
+            trust.maintain()
+        except Exception:
+            log.warning("build %s: signed index left for the sweeper to repair", build.pk, exc_info=True)
         raise
 
 

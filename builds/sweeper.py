@@ -19,6 +19,7 @@ from registry import services as catalog
 from registry import storage
 from registry.models import NameLock, PackageLock, Version
 from registry.staticindex import static_index_repair
+from registry.trust import repository as trust
 
 log = logging.getLogger(__name__)
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -55,9 +56,19 @@ def storage_sweep(*, grace_seconds: int | None = None) -> dict[str, int]:
 
 
 def sweep(*, grace_seconds: int | None = None) -> dict[str, int]:
-    """The whole periodic sweep: package storage, the static index files (every one checked
-    against its row), then this machine's temporary files."""
+    """The whole periodic sweep: the signed index first (storage a lost write left ahead of the
+    database is re-signed from the rows, lost files written again, old metadata files removed),
+    package storage, the static index files (every one checked against its row), then this
+    machine's temporary files."""
+    trust.maintain()
+    trust_files = trust.sweep_files(grace_seconds=grace_seconds)
     result = storage_sweep(grace_seconds=grace_seconds)
     repaired = static_index_repair(grace_seconds=grace_seconds)
     temporary = tmp_sweep(grace_seconds=grace_seconds)
-    return {**result, "static_index": repaired, "tmp_uploads": temporary["uploads"], "tmp_builds": temporary["builds"]}
+    return {
+        **result,
+        "static_index": repaired,
+        "tmp_uploads": temporary["uploads"],
+        "tmp_builds": temporary["builds"],
+        "signed_index_files": trust_files,
+    }

@@ -36,6 +36,7 @@ import filelock
 import httpx
 from tuf.api import exceptions as tuf_errors
 from tuf.api.metadata import Metadata, Root, Snapshot, TargetFile, Targets, Timestamp
+from tuf.api.serialization import DeserializationError
 from tuf.ngclient import Updater, UpdaterConfig
 from tuf.ngclient.fetcher import FetcherInterface
 
@@ -56,6 +57,7 @@ __all__ = [
 TRUST_DIR = "trust"
 ROOT_ENV = "PROVISIONING_TRUST_ROOT"
 MAX_ROOT_BYTES = 512 * 1024
+_BAD_METADATA = (tuf_errors.RepositoryError, DeserializationError, ValueError, KeyError, TypeError)
 _SIGNED_BY = re.compile(r"signed by (\d+)/(\d+) keys")
 
 
@@ -94,7 +96,7 @@ def _check_root(data: bytes, *, what: str) -> Metadata[Root]:
         md.signed.verify_delegate("root", md.signed_bytes, md.signatures)
     except tuf_errors.UnsignedMetadataError as exc:
         raise VerificationError("bad_signature", f"{what} is not signed by its own root keys ({exc})") from None
-    except Exception as exc:
+    except _BAD_METADATA as exc:
         raise VerificationError("invalid_metadata", f"{what} is not a TUF root: {exc}") from None
     return md
 
@@ -245,8 +247,8 @@ class Trust:
         if info is None:
             raise VerificationError(
                 "missing_target",
-                f"missing target: {name} {version} is not in the signed metadata of {self.base_url} (no target {path}); "
-                "its package cannot be verified, so it is not used",
+                f"missing target: {name} {version} is not in the signed metadata of {self.base_url} "
+                f"(no target {path}); its package cannot be verified, so it is not used",
             )
         signed = _sha256_of(info)
         if signed != sha256:
@@ -339,8 +341,10 @@ class Trust:
                 f"offline: no verified signed metadata of {self.base_url} is cached under {self.metadata_dir}; "
                 "run once without --offline (or pass --no-verify)",
             ) from None
-        except Exception as exc:
-            raise VerificationError("invalid_metadata", f"the cached root of {self.base_url} is not valid: {exc}") from None
+        except _BAD_METADATA as exc:
+            raise VerificationError(
+                "invalid_metadata", f"the cached root of {self.base_url} is not valid: {exc}"
+            ) from None
         root = root_md.signed
         cache: dict[str, Metadata[Any]] = {}
 
@@ -483,5 +487,8 @@ def describe(home: Path, base_url: str) -> dict[str, Any]:
     }
     with contextlib.suppress(Exception):
         timestamp: Timestamp = Metadata[Timestamp].from_bytes((folder / "timestamp.json").read_bytes()).signed
-        shown["timestamp"] = {"version": timestamp.version, "expires": timestamp.expires.isoformat().replace("+00:00", "Z")}
+        shown["timestamp"] = {
+            "version": timestamp.version,
+            "expires": timestamp.expires.isoformat().replace("+00:00", "Z"),
+        }
     return shown

@@ -220,7 +220,8 @@ def replace_bytes(key: str, data: bytes) -> None:
     if replace is not None:
         _call("replace", replace, key, data)
     else:  # S3Storage: _save writes the name as given (save() is what picks another name)
-        _call("replace", storage._save, key, File(io.BytesIO(data), name=key.rsplit("/", 1)[-1]))
+        save = storage._save  # type: ignore[attr-defined]
+        _call("replace", save, key, File(io.BytesIO(data), name=key.rsplit("/", 1)[-1]))
 
 
 def read_bytes(key: str) -> bytes | None:

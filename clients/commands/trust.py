@@ -21,10 +21,14 @@ def _cmd_init(args: argparse.Namespace, ctx: Context) -> int:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise ClientError(f"cannot read the root file: {os_error_message(exc, about=path)}", code="bad_request") from None
+        raise ClientError(
+            f"cannot read the root file: {os_error_message(exc, about=path)}", code="bad_request"
+        ) from None
     pin = trust.pin_root(config.home, config.registry, data, how="explicit", replace=args.force)
     ctx.out.success(pin)
-    ctx.out.line(f"pinned the root of {config.registry}: fingerprint {pin['fingerprint']} (root version {pin['root_version']})")
+    ctx.out.line(
+        f"pinned the root of {config.registry}: fingerprint {pin['fingerprint']} (root version {pin['root_version']})"
+    )
     return 0
 
 

@@ -12,13 +12,17 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from tuf.api.exceptions import RepositoryError
 from tuf.api.metadata import Metadata, Root, Snapshot, Targets, Timestamp
+from tuf.api.serialization import DeserializationError
 
 from registry import storage
 from registry.models import Extension
 from registry.trust import repository
 from registry.trust.models import TrustRole, TrustTarget
 from registry.trust.targets import BY_NAME, extension_targets
+
+_BAD = (RepositoryError, DeserializationError, ValueError, KeyError, TypeError)
 
 
 def check_integrity(*, files: bool = True) -> list[str]:
@@ -61,7 +65,7 @@ def _read(role: TrustRole, problems: list[str]) -> Metadata[Any] | None:
         problems.append(f"{key} in storage is not the committed {role.name} version {role.version} (digest or length)")
     try:
         md: Metadata[Any] = Metadata.from_bytes(data)
-    except Exception as exc:
+    except _BAD as exc:
         problems.append(f"{key} is not valid metadata: {exc}")
         return None
     if md.signed.version != role.version:
@@ -106,22 +110,22 @@ def _check_files(state: repository._State, rows: dict[str, TrustTarget]) -> list
         by_bin.setdefault(row.role, {})[path] = row
     targets_md = state.targets
     for name in state.succinct.get_roles():
-        role = roles.get(name)
-        if role is None:
+        bin_role = roles.get(name)
+        if bin_role is None:
             problems.append(f"the bin {name} has no metadata")
             continue
-        md = _read(role, problems)
+        md = _read(bin_role, problems)
         if md is None:
             continue
         try:
             targets_md.signed.verify_delegate(name, md.signed_bytes, md.signatures)
-        except Exception as exc:
-            problems.append(f"{name} version {role.version} is not signed by its keys: {exc}")
+        except _BAD as exc:
+            problems.append(f"{name} version {bin_role.version} is not signed by its keys: {exc}")
         listed: Targets = md.signed
         expected = by_bin.get(name, {})
         for path, row in expected.items():
-            info = listed.targets.get(path)
-            if info is None or info.hashes.get("sha256") != row.sha256 or info.length != row.length:
+            target = listed.targets.get(path)
+            if target is None or target.hashes.get("sha256") != row.sha256 or target.length != row.length:
                 problems.append(f"{name} does not list {path} as recorded")
         for path in set(listed.targets) - set(expected):
             problems.append(f"{name} lists {path}, which is not a recorded target")
@@ -135,5 +139,5 @@ def _check_files(state: repository._State, rows: dict[str, TrustTarget]) -> list
 def _verify(root: Root, role: str, md: Metadata[Any], problems: list[str]) -> None:
     try:
         root.verify_delegate(role, md.signed_bytes, md.signatures)
-    except Exception as exc:
+    except _BAD as exc:
         problems.append(f"{role} version {md.signed.version} is not signed by its keys: {exc}")

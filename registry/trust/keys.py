@@ -57,7 +57,7 @@ def load_key(path: Path) -> CryptoSigner:
     except (ValueError, TypeError) as exc:
         raise KeyProblem(f"{path} is not an unencrypted PEM private key: {exc}") from None
     try:
-        return CryptoSigner(private)  # type: ignore[arg-type]
+        return CryptoSigner(private)
     except ValueError as exc:
         raise KeyProblem(f"{path} is not an Ed25519 key: {exc}") from None
 

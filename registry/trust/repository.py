@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -40,10 +41,11 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from securesystemslib.signer import CryptoSigner
+from tuf.api.exceptions import RepositoryError
 from tuf.api.metadata import (
     Delegations,
-    MetaFile,
     Metadata,
+    MetaFile,
     Root,
     Snapshot,
     SuccinctRoles,
@@ -51,13 +53,14 @@ from tuf.api.metadata import (
     Targets,
     Timestamp,
 )
+from tuf.api.serialization import DeserializationError
 from tuf.api.serialization.json import JSONSerializer
 
 from registry import storage
 from registry.models import Extension
 from registry.trust import keys
 from registry.trust.models import TrustRole, TrustTarget
-from registry.trust.targets import BY_NAME, Target, extension_targets
+from registry.trust.targets import BY_NAME, TARGETS_PREFIX, Target, extension_targets
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +72,7 @@ LOCK = "~lock"  # the row every writer of the signed index updates first
 TOP_LEVEL = ("root", "targets", "snapshot", "timestamp")
 _SERIALIZER = JSONSerializer(compact=True)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_BAD_METADATA = (RepositoryError, DeserializationError, ValueError, KeyError, TypeError)
 
 
 class TrustError(Exception):
@@ -174,8 +178,10 @@ def _store_versioned(role: str, version: int, make: Callable[[int], bytes]) -> t
         data = make(version)
         if storage.put_bytes(metadata_key(role, version), data):
             return version, data
-        log.warning("signed index: %s is taken (a write that never committed); using the next version",
-                    metadata_key(role, version))
+        log.warning(
+            "signed index: %s is taken (a write that never committed); using the next version",
+            metadata_key(role, version),
+        )
         version += 1
 
 
@@ -231,9 +237,7 @@ def _snapshot_metadata(state: _State) -> Callable[[int, datetime], Metadata[Snap
 def _timestamp_metadata(snapshot: TrustRole) -> Callable[[int, datetime], Metadata[Timestamp]]:
     def render(version: int, expires: datetime) -> Metadata[Timestamp]:
         snapshot_meta = MetaFile(version=snapshot.version, length=snapshot.length, hashes={"sha256": snapshot.sha256})
-        return Metadata(
-            Timestamp(version=version, expires=expires, snapshot_meta=snapshot_meta)
-        )
+        return Metadata(Timestamp(version=version, expires=expires, snapshot_meta=snapshot_meta))
 
     return render
 
@@ -257,7 +261,7 @@ def _stored_head(state: _State) -> _Head:
         return head
     try:
         stored = Metadata[Timestamp].from_bytes(data).signed
-    except Exception:  # an unreadable timestamp.json is simply replaced
+    except _BAD_METADATA:  # an unreadable timestamp.json is simply replaced
         log.warning("signed index: the stored timestamp.json is not valid metadata; replacing it")
         return head
     if stored.version <= committed.version and _digest(data) == committed.sha256:
@@ -271,7 +275,7 @@ def _stored_head(state: _State) -> _Head:
         if snapshot_data is not None:
             try:
                 meta = Metadata[Snapshot].from_bytes(snapshot_data).signed.meta
-            except Exception:
+            except _BAD_METADATA:
                 meta = {}
             for filename, info in meta.items():
                 role = filename.removesuffix(".json")
@@ -384,17 +388,47 @@ def maintain() -> list[str]:
             return []
         state = _load_state()
         head = _stored_head(state)
-        roles = [
-            r.name
-            for r in TrustRole.objects.exclude(name__in=("root", "timestamp", LOCK))
-            if due(r, state.now)
-        ]
+        roles = [r.name for r in TrustRole.objects.exclude(name__in=("root", "timestamp", LOCK)) if due(r, state.now)]
         timestamp = state.row("timestamp")
         if not roles and not head.ahead and timestamp is not None and not due(timestamp, state.now):
             return []
         written = _publish(state, roles, head=head)
     log.info("signed index: re-signed %s", ", ".join(written))
     return written
+
+
+_VERSIONED = re.compile(r"(?P<version>[0-9]+)\.(?P<role>[a-z0-9-]+)\.json")
+
+
+def sweep_files(*, grace_seconds: int | None = None) -> int:
+    """Remove what no client needs any more, once older than the grace period: metadata versions
+    older than the committed one (every root version stays: clients walk them), and stored target
+    files (old index documents) that no target row names. Returns how many files were removed."""
+    if not initialized():
+        return 0
+    grace = timedelta(seconds=settings.REGISTRY_SWEEP_GRACE_SECONDS if grace_seconds is None else grace_seconds)
+    cutoff = timezone.now() - grace
+    committed = dict(TrustRole.objects.values_list("name", "version"))
+    removed = 0
+    for key, modified in storage.list_keys(METADATA_PREFIX):
+        match = _VERSIONED.fullmatch(key.rsplit("/", 1)[-1])
+        if match is None or match["role"] == "root" or (modified is not None and modified > cutoff):
+            continue
+        current = committed.get(match["role"])
+        if current is not None and int(match["version"]) < current:
+            storage.delete(key)
+            removed += 1
+    wanted = {
+        BY_NAME[kind].storage_key(path, sha256)
+        for path, kind, sha256 in TrustTarget.objects.values_list("path", "kind", "sha256")
+        if BY_NAME[kind].storage_key(path, sha256).startswith(TARGETS_PREFIX)
+    }
+    for key, modified in storage.list_keys(TARGETS_PREFIX):
+        if key in wanted or (modified is not None and modified > cutoff):
+            continue
+        storage.delete(key)
+        removed += 1
+    return removed
 
 
 # --- trust init -----------------------------------------------------------------------------------------
@@ -409,7 +443,9 @@ class Initialized:
     bins: int
 
 
-def init(*, root_key_dir: Path, bit_length: int = DEFAULT_BIT_LENGTH, thresholds: dict[str, int] | None = None) -> Initialized:
+def init(
+    *, root_key_dir: Path, bit_length: int = DEFAULT_BIT_LENGTH, thresholds: dict[str, int] | None = None
+) -> Initialized:
     """Create the keys and version 1 of every role, signing every target the catalogue has."""
     thresholds = thresholds or {}
     with transaction.atomic():
@@ -439,7 +475,9 @@ def init(*, root_key_dir: Path, bit_length: int = DEFAULT_BIT_LENGTH, thresholds
             bit_length=bit_length,
             name_prefix=BIN_PREFIX,
         )
-        delegations = Delegations(keys={s.public_key.keyid: s.public_key for s in targets_keys}, succinct_roles=succinct)
+        delegations = Delegations(
+            keys={s.public_key.keyid: s.public_key for s in targets_keys}, succinct_roles=succinct
+        )
         TrustRole.objects.create(
             name="root", version=1, expires=root.expires, sha256=_digest(root_data), length=len(root_data),
             content=root_data.decode(),

@@ -55,7 +55,9 @@ class IndexDocuments(TargetKind):
     def targets(self, extension: Extension, versions: Iterable[Version]) -> Iterator[Target]:
         data = extension.index_json.encode("utf-8")
         if data:
-            yield Target(f"index/{extension.name}.json", self.name, extension.name, extension.index_etag, len(data), data)
+            yield Target(
+                f"index/{extension.name}.json", self.name, extension.name, extension.index_etag, len(data), data
+            )
 
 
 class Packages(TargetKind):
@@ -82,7 +84,9 @@ KINDS: tuple[TargetKind, ...] = (IndexDocuments(), Packages())
 BY_NAME = {kind.name: kind for kind in KINDS}
 
 # A served target file name: DIRS/<sha256>.BASENAME (consistent snapshots), nothing else.
-_SERVED = re.compile(r"(?P<dir>[a-z]+(?:/[a-z0-9][a-z0-9-]*)?)/(?P<sha>[0-9a-f]{64})\.(?P<base>[A-Za-z0-9][A-Za-z0-9.+_-]*)")
+_SERVED = re.compile(
+    r"(?P<dir>[a-z]+(?:/[a-z0-9][a-z0-9-]*)?)/(?P<sha>[0-9a-f]{64})\.(?P<base>[A-Za-z0-9][A-Za-z0-9.+_-]*)"
+)
 
 
 def extension_targets(extension: Extension, versions: Iterable[Version] | None = None) -> dict[str, Target]:

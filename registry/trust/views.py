@@ -11,7 +11,7 @@ import logging
 import re
 
 from django.conf import settings
-from django.http import FileResponse, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import FileResponse, HttpRequest, HttpResponse, HttpResponseBase, HttpResponseRedirect
 from django.views.decorators.http import require_safe
 
 from registry import storage
@@ -31,13 +31,15 @@ def _not_found(what: str) -> HttpResponse:
     return HttpResponse(f"{what}\n", status=404, content_type="text/plain")
 
 
-def _serve(key: str, *, content_type: str, cache: str, filename: str | None = None) -> HttpResponse:
+def _serve(key: str, *, content_type: str, cache: str, filename: str | None = None) -> HttpResponseBase:
     try:
         if not storage.exists(key):
             return _not_found(f"no such file: {key}")
         handle = storage.open_file(key)
     except RegistryError:
-        return HttpResponse("storage unavailable\n", status=503, content_type="text/plain", headers={"Retry-After": "5"})
+        return HttpResponse(
+            "storage unavailable\n", status=503, content_type="text/plain", headers={"Retry-After": "5"}
+        )
     response = FileResponse(handle, content_type=content_type)
     response["Cache-Control"] = cache
     if filename:
@@ -46,7 +48,7 @@ def _serve(key: str, *, content_type: str, cache: str, filename: str | None = No
 
 
 @require_safe
-def metadata(request: HttpRequest, name: str) -> HttpResponse:
+def metadata(request: HttpRequest, name: str) -> HttpResponseBase:
     if not _METADATA.fullmatch(name):
         return _not_found("no such metadata")
     if name == "timestamp.json":
@@ -60,7 +62,7 @@ def metadata(request: HttpRequest, name: str) -> HttpResponse:
 
 
 @require_safe
-def target(request: HttpRequest, path: str) -> HttpResponse:
+def target(request: HttpRequest, path: str) -> HttpResponseBase:
     served = parse_served(path)
     if served is None:
         return _not_found("no such target")

@@ -1,10 +1,10 @@
 """`python manage.py trust init|rotate|show|check|maintain`: the signed index's keys and metadata.
 
-    trust init [--if-missing] [--root-key-dir DIR] [--bins N] [--threshold ROLE=N]...
-    trust rotate ROLE [--root-key FILE]...       ROLE: root, targets, snapshot, timestamp
-    trust show [--json]
-    trust check                                   exit 1 when the metadata and the catalogue disagree
-    trust maintain                                re-sign what is close to expiry; repair storage
+trust init [--if-missing] [--root-key-dir DIR] [--bins N] [--threshold ROLE=N]...
+trust rotate ROLE [--root-key FILE]...       ROLE: root, targets, snapshot, timestamp
+trust show [--json]
+trust check                                   exit 1 when the metadata and the catalogue disagree
+trust maintain                                re-sign what is close to expiry; repair storage
 """
 
 from __future__ import annotations
