@@ -212,7 +212,7 @@ class Trust:
         if self._offline_targets is not None:
             return self._offline_targets(path)
         assert self._updater is not None
-        with self._translate(f"the signed metadata for {path}"):
+        with self._translate(f"the metadata listing {path}"):
             return self._updater.get_targetinfo(path)
 
     def index_document(self, name: str, *, cached: bytes | None) -> bytes | None:
@@ -406,7 +406,7 @@ class Trust:
             ) from None
         except tuf_errors.LengthOrHashMismatchError as exc:
             raise VerificationError(
-                "hash_mismatch", f"hash or length mismatch: {what} does not match the signed metadata ({exc})"
+                "hash_mismatch", f"hash or length mismatch: {what} does not match what the signed metadata lists ({exc})"
             ) from None
         except tuf_errors.DownloadLengthMismatchError as exc:
             raise VerificationError(

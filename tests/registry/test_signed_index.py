@@ -126,7 +126,9 @@ def test_a_publish_and_a_yank_re_sign_one_or_two_bins_the_snapshot_and_the_times
     assert document["versions"][0]["yanked"] is True
 
 
-def test_every_stored_name_but_the_timestamp_is_written_once(signed: Path, publisher: Any, private_storage: Path) -> None:
+def test_every_stored_name_but_the_timestamp_is_written_once(
+    signed: Path, publisher: Any, private_storage: Path
+) -> None:
     publisher("etcd", "3.5.9")
     first = {p.name: p.read_bytes() for p in (private_storage / "tuf" / "metadata").iterdir()}
     publisher("etcd", "3.5.12")
