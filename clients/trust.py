@@ -406,7 +406,8 @@ class Trust:
             ) from None
         except tuf_errors.LengthOrHashMismatchError as exc:
             raise VerificationError(
-                "hash_mismatch", f"hash or length mismatch: {what} does not match what the signed metadata lists ({exc})"
+                "hash_mismatch",
+                f"hash or length mismatch: {what} does not match what the signed metadata lists ({exc})",
             ) from None
         except tuf_errors.DownloadLengthMismatchError as exc:
             raise VerificationError(

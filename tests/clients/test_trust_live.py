@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 from securesystemslib.signer import CryptoSigner
-from tuf.api.metadata import MetaFile, Metadata, Root, TargetFile, Timestamp
+from tuf.api.metadata import Metadata, MetaFile, Root, TargetFile, Timestamp
 from tuf.api.serialization.json import JSONSerializer
 
 from registry.trust.keys import load_key
@@ -79,7 +79,7 @@ class Victim:
     def assert_refused(self, result: Result, *words: str) -> None:
         """Exit 1, the failure named on the error line, nothing installed, the lockfile untouched."""
         assert result.code == 1, (result.out, result.err)
-        errors = [line for line in result.err.split("error: ")[1:]]
+        errors = result.err.split("error: ")[1:]
         assert len(errors) == 1, result.err
         message = one_line(errors[0])
         assert "nothing was installed" in message

@@ -72,8 +72,9 @@ def _versions() -> dict[str, int]:
     return dict(TrustRole.objects.exclude(name=repository.LOCK).values_list("name", "version"))
 
 
-def test_trust_init_signs_every_target_of_the_catalogue(db: None, settings: Any, private_storage: Path,
-                                                         tmp_path: Path, publisher: Any, client: Client) -> None:  # fmt: skip
+def test_trust_init_signs_every_target_of_the_catalogue(
+    db: None, settings: Any, private_storage: Path, tmp_path: Path, publisher: Any, client: Client
+) -> None:
     publisher("etcd", "3.5.9")
     publisher("etcd", "3.5.12")
     settings.REGISTRY_TUF_KEYS_DIR = tmp_path / "keys"
@@ -192,8 +193,9 @@ def test_the_next_publish_after_a_lost_write_goes_above_its_versions(
     assert updater.get_targetinfo("packages/redis/redis-7.2.4.tar.gz") is not None
 
 
-def test_rotating_every_role_keeps_clients_following(signed: Path, publisher: Any, client: Client,
-                                                     tmp_path: Path, settings: Any) -> None:  # fmt: skip
+def test_rotating_every_role_keeps_clients_following(
+    signed: Path, publisher: Any, client: Client, tmp_path: Path, settings: Any
+) -> None:
     publisher("etcd", "3.5.9")
     seen = tmp_path / "client"
     make_updater(client, seen)
@@ -213,8 +215,7 @@ def test_rotating_every_role_keeps_clients_following(signed: Path, publisher: An
         repository.rotate("timestamp", root_keys=root_keys)  # the first root key no longer signs roots
 
 
-def test_the_timestamp_is_re_signed_once_half_its_lifetime_is_over(signed: Path, settings: Any,
-                                                                   client: Client) -> None:  # fmt: skip
+def test_the_timestamp_is_re_signed_once_half_its_lifetime_is_over(signed: Path, settings: Any, client: Client) -> None:
     assert repository.maintain() == []  # nothing is due
     row = TrustRole.objects.get(name="timestamp")
     TrustRole.objects.filter(name="timestamp").update(expires=row.expires - repository.lifetime("timestamp") * 0.6)
@@ -227,8 +228,9 @@ def test_the_timestamp_is_re_signed_once_half_its_lifetime_is_over(signed: Path,
     assert check_integrity() == []
 
 
-def test_the_views_serve_immutable_names_and_refuse_everything_else(signed: Path, publisher: Any,
-                                                                    client: Client) -> None:  # fmt: skip
+def test_the_views_serve_immutable_names_and_refuse_everything_else(
+    signed: Path, publisher: Any, client: Client
+) -> None:
     publisher("etcd", "3.5.9")
     root = client.get("/tuf/metadata/1.root.json")
     assert root.status_code == 200 and "immutable" in root["Cache-Control"]
