@@ -389,7 +389,19 @@ class RegistryClient:
         """The index document the signed index lists for ``name`` (the cached copy when it is that one)."""
         paths = self._index_paths(name)
         cached = self.cached_index(name)
-        document = trust.index_document(name, cached=cached)
+        try:
+            document = trust.index_document(name, cached=cached)
+        except RegistryUnavailable as exc:
+            if not self.cache_fallback:
+                raise
+            raise RegistryUnavailable(f"{exc.message}; the index document of {name!r} is not cached either") from None
+        except VerificationError as exc:
+            if not (self.offline and exc.reason == "no_metadata"):
+                raise
+            raise RegistryUnavailable(
+                f"offline: the index document of {name!r} is not in the cache (nor the signed metadata that lists "
+                f"it, under {trust.metadata_dir}); run once without --offline to fetch it"
+            ) from None
         if document is None:
             if self.offline:
                 return None

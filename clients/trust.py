@@ -202,13 +202,15 @@ class Trust:
         self._environ = os.environ if environ is None else environ
         self._updater: Updater | None = None
         self._offline_targets: Callable[[str], TargetFile | None] | None = None
+        self._unreachable_error: ClientError | None = None  # why the cache is used instead of the registry
 
     # --- what callers ask -----------------------------------------------------------------------------
 
-    def target(self, path: str) -> TargetFile | None:
-        """The signed target info of ``path``, or None when the signed index does not list it."""
+    def target(self, path: str, *, cached_if_unreachable: bool = False) -> TargetFile | None:
+        """The signed target info of ``path``, or None when the signed index does not list it.
+        ``cached_if_unreachable``: an unreachable registry makes the cached metadata answer."""
         if self._offline_targets is None and self._updater is None:
-            self._start()
+            self._start(cached_if_unreachable=cached_if_unreachable or self.fallback_offline)
         if self._offline_targets is not None:
             return self._offline_targets(path)
         assert self._updater is not None
@@ -243,7 +245,9 @@ class Trust:
     def check_package(self, name: str, version: str, sha256: str) -> TargetFile:
         """The signed target of NAME VERSION's package, which must have ``sha256`` (VerificationError otherwise)."""
         path = package_target(name, version)
-        info = self.target(path)
+        # A package already verified into the store (sync with the registry down) is checked against
+        # the cached metadata: the lockfile's sha256 must be what the registry signed.
+        info = self.target(path, cached_if_unreachable=True)
         if info is None:
             raise VerificationError(
                 "missing_target",
@@ -272,7 +276,7 @@ class Trust:
         self.folder.mkdir(parents=True, exist_ok=True)
         return self.folder
 
-    def _start(self) -> None:
+    def _start(self, *, cached_if_unreachable: bool) -> None:
         try:
             self.metadata_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -288,8 +292,9 @@ class Trust:
             try:
                 self._start_online()
             except ClientError as exc:
-                if not (self.fallback_offline and exc.code == "registry_unavailable" and self._has_cache()):
+                if not (cached_if_unreachable and exc.code == "registry_unavailable" and self._has_cache()):
                     raise
+                self._unreachable_error = exc
                 self._start_offline()
 
     def _has_cache(self) -> bool:
@@ -355,6 +360,8 @@ class Trust:
                 try:
                     md: Metadata[Any] = Metadata.from_bytes((self.metadata_dir / f"{role}.json").read_bytes())
                 except FileNotFoundError:
+                    if self._unreachable_error is not None:
+                        raise self._unreachable_error from None
                     raise VerificationError(
                         "no_metadata", f"offline: the {role} metadata of {self.base_url} is not cached; run once online"
                     ) from None

@@ -30,6 +30,8 @@ class Result:
     code: int
     out: str
     err: str
+    notice: str = ""  # the once-only "trusting the registry ... on first use" line (SPEC 6.1), kept apart
+
 
     def json(self) -> Any:
         return json.loads(self.out)
@@ -39,7 +41,17 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> Result:
     """The CLI in this process, as a user runs it."""
     code = main([str(a) for a in argv])
     captured = capsys.readouterr()
-    return Result(code, captured.out, captured.err)
+    return Result(code, captured.out, *split_first_use_notice(captured.err))
+
+
+def split_first_use_notice(err: str) -> tuple[str, str]:
+    """(stderr without the first-use notice, the notice): the notice is printed once per registry
+    and home, before anything else a command says; tests of other behaviour read stderr without it."""
+    lines = err.splitlines(keepends=True)
+    for index, line in enumerate(lines):
+        if line.startswith("trusting the registry at ") and " on first use: root fingerprint " in line:
+            return "".join(lines[:index] + lines[index + 1 :]), line.rstrip("\n")
+    return err, ""
 
 
 def start_cli(*argv: str | Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:

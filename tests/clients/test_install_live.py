@@ -445,8 +445,9 @@ def test_sync_with_a_tampered_lockfile_fails_and_installs_nothing(
     fresh_home = tmp_path / "fresh-home"
     result = sync(capsys, fresh_home, second)
     assert result.code == 1
-    assert f"kubernetes 1.28.6 from {lock.registry}" in result.err
-    assert f"is announced with sha256 {real}, but {forged} is expected" in result.err
+    # Refused before any download: the signed index lists another sha256 (SPEC 6.1).
+    assert result.err.startswith("error: hash mismatch: kubernetes 1.28.6 is expected with sha256 ")
+    assert f"sha256 {forged}, but the signed metadata of {lock.registry} lists sha256 {real}" in result.err
     assert f"nothing was installed into {second}" in result.err
     assert files_under(second) == ["extensions.lock"]
     assert forged not in " ".join(store_packages(fresh_home))
@@ -456,7 +457,10 @@ def test_sync_with_a_tampered_lockfile_fails_and_installs_nothing(
     etcd = lock.get("etcd").sha256  # type: ignore[union-attr]
     (second / "extensions.lock").write_text(text.replace(real, etcd))
     result = sync(capsys, home, second, "--offline")
-    assert result.code == 1
+    assert result.code == 1  # against the cached signed metadata, offline
+    assert f"hash mismatch: kubernetes 1.28.6 is expected with sha256 {etcd}, but the signed metadata" in result.err
+    result = sync(capsys, home, second, "--offline", "--no-verify")
+    assert result.code == 1  # and, unverified, by the store's own check of what the package holds
     assert f"the package with sha256 {etcd} holds etcd 3.5.12, not kubernetes 1.28.6" in result.err
     assert files_under(second) == ["extensions.lock"]
 
@@ -487,8 +491,13 @@ def test_sync_of_a_hostile_package_fails_and_leaves_nothing(capsys: Capsys, tmp_
         registry="http://127.0.0.1:9",
         extensions=[LockedExtension("demo", "1.0.0", "taskserv", sha, "http://127.0.0.1:9/x")],
     ).dump(infra / "extensions.lock")
-    result = sync(capsys, home, infra, "--offline")
+    # No signed metadata of that registry is cached: only --no-verify gets as far as the package.
+    unverified = sync(capsys, home, infra, "--offline")
+    assert unverified.code == 1 and "no verified signed metadata" in unverified.err
+    result = sync(capsys, home, infra, "--offline", "--no-verify")
     assert result.code == 1
+    assert result.err.startswith("warning: --no-verify")
+    result.err = result.err.split("\n", 1)[1]
     assert result.err.startswith("error: the package of demo 1.0.0 cannot be installed: ")
     assert "link" in result.err and f"nothing was installed into {infra}" in result.err
     assert files_under(infra) == ["extensions.lock"]

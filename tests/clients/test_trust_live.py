@@ -319,7 +319,7 @@ def test_the_client_follows_a_root_rotation_and_refuses_a_forged_root(capsys: Ca
             publish(live, tmp_path, "rot", "1.1.0")
             followed = victim.create("rot")
             assert followed.code == 0, followed.err
-            assert "trusting" not in followed.err  # no new trust on first use
+            assert not followed.notice  # no new trust on first use
             shown = run(capsys, "--registry", proxy.url, "--home", victim.home, "trust", "show", "--output", "json")
             data = shown.json()["data"]
             assert data["trusted_root_version"] == 3 and data["fingerprint"] == fingerprint
@@ -370,7 +370,7 @@ def test_trust_init_pins_a_root_given_by_the_operator_and_offline_sync_verifies_
     pinned = run(capsys, "--registry", registry.url, "--home", home, "trust", "init", "--root", root_file)
     assert pinned.code == 0 and "sha256:" + _sha256(root_file.read_bytes()) in pinned.out
     result = create(capsys, registry.url, home, infra, "base-ext")
-    assert result.code == 0 and "trusting" not in result.err  # pinned explicitly: no trust on first use
+    assert result.code == 0 and not result.notice  # pinned explicitly: no trust on first use
     shown = run(capsys, "--registry", registry.url, "--home", home, "trust", "show")
     assert shown.code == 0 and "pinned explicit" in one_line(shown.out)
     # Offline: the lockfile's sha256 and the cached signed metadata, verified without the network.
@@ -394,7 +394,7 @@ def test_trust_init_pins_a_root_given_by_the_operator_and_offline_sync_verifies_
     assert other.code == 1 and "--force" in one_line(other.err)
     monkeypatch.setenv("PROVISIONING_TRUST_ROOT", str(root_file))
     env_pinned = create(capsys, registry.url, tmp_path / "h3", tmp_path / "i3", "base-ext")
-    assert env_pinned.code == 0 and "trusting" not in env_pinned.err
+    assert env_pinned.code == 0 and not env_pinned.notice
     assert (
         json.loads(
             (tmp_path / "h3" / "trust")
@@ -409,6 +409,6 @@ def test_first_use_prints_the_fingerprint_once(capsys: Capsys, registry: LiveReg
     home = tmp_path / "home"
     first = create(capsys, registry.url, home, tmp_path / "a", "base-ext")
     expected = "sha256:" + _sha256(httpx.get(f"{registry.url}/tuf/metadata/1.root.json", timeout=30).content)
-    assert first.code == 0 and f"on first use: root fingerprint {expected}" in one_line(first.err)
+    assert first.code == 0 and f"on first use: root fingerprint {expected}" in first.notice
     second = create(capsys, registry.url, home, tmp_path / "b", "base-ext")
-    assert second.code == 0 and "fingerprint" not in second.err
+    assert second.code == 0 and "fingerprint" not in second.err and not second.notice
