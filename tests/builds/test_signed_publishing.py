@@ -71,7 +71,7 @@ def test_ten_concurrent_publishes_are_all_signed_and_the_metadata_stays_consiste
         assert check.returncode == 0, check.stderr
         after = httpx.get(f"{registry.url}/tuf/metadata/timestamp.json", timeout=30).json()["signed"]
         # Each publish re-signed the snapshot once, one after the other: none was lost or merged.
-        assert after["snapshot_meta"]["version"] == before["snapshot_meta"]["version"] + 10
+        assert after["meta"]["snapshot.json"]["version"] == before["meta"]["snapshot.json"]["version"] + 10
         root = httpx.get(f"{registry.url}/tuf/metadata/1.root.json", timeout=30).content
         (tmp_path / "client").mkdir()
         updater = Updater(
