@@ -18,7 +18,8 @@ class TrustRole(models.Model):
     # The stored file's digest and length (what the snapshot or the timestamp lists).
     sha256 = models.CharField(max_length=64)
     length = models.PositiveBigIntegerField()
-    # root and targets: the signed metadata itself (small; needed to sign their next version).
+    # root and targets: the signed metadata itself (small; needed to sign their next version);
+    # snapshot: the versions of the bins it lists, as JSON (the next snapshot starts from them).
     content = models.TextField(blank=True, default="")
     touched_at = models.DateTimeField(auto_now=True)
 

@@ -29,6 +29,7 @@ Versions are never reused: a versioned name that is taken (a lost write's) is sk
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import re
 from collections.abc import Callable, Iterable
@@ -129,6 +130,7 @@ class _State:
     rows: dict[str, TrustRole]
     now: datetime = field(default_factory=_now)
     changed: dict[str, TrustRole] = field(default_factory=dict)
+    snapshot_listing: dict[str, int] = field(default_factory=dict)  # bin -> version, as the next snapshot lists
 
     @property
     def succinct(self) -> SuccinctRoles:
@@ -205,6 +207,8 @@ def _write(state: _State, role: str, render: Callable[[int, datetime], Metadata[
     if role == "targets":
         row.content = data.decode()
         state.targets = Metadata[Targets].from_bytes(data)
+    elif role == "snapshot":
+        row.content = json.dumps(state.snapshot_listing, sort_keys=True, separators=(",", ":"))
     state.changed[role] = row
     return row
 
@@ -220,13 +224,21 @@ def _bin_metadata(role: str) -> Callable[[int, datetime], Metadata[Targets]]:
 
 
 def _snapshot_metadata(state: _State) -> Callable[[int, datetime], Metadata[Snapshot]]:
-    roles = {r.name: r for r in TrustRole.objects.filter(name__startswith=f"{BIN_PREFIX}-")}
-    roles["targets"] = state.rows["targets"]
-    roles.update({name: row for name, row in state.changed.items() if name not in ("snapshot", "timestamp", "root")})
-    meta = {
-        f"{name}.json": MetaFile(version=row.version, length=row.length, hashes={"sha256": row.sha256})
-        for name, row in sorted(roles.items())
-    }
+    """The next snapshot: what the committed one lists (kept on its row, so a publish reads one row,
+    not one per bin), with the roles this write re-signed. Bins are listed by version only (as PEP
+    458 does: a snapshot of 256 bins stays small); targets.json with its length and sha256."""
+    snapshot = state.row("snapshot")
+    listed: dict[str, int] = json.loads(snapshot.content) if snapshot is not None and snapshot.content else {}
+    if not listed:
+        listed = dict(TrustRole.objects.filter(name__startswith=f"{BIN_PREFIX}-").values_list("name", "version"))
+    for name, row in state.changed.items():
+        if name.startswith(f"{BIN_PREFIX}-"):
+            listed[name] = row.version
+    state.snapshot_listing = listed
+    targets = state.row("targets")
+    assert targets is not None
+    meta = {f"{name}.json": MetaFile(version=version) for name, version in sorted(listed.items())}
+    meta["targets.json"] = MetaFile(version=targets.version, length=targets.length, hashes={"sha256": targets.sha256})
 
     def render(version: int, expires: datetime) -> Metadata[Snapshot]:
         return Metadata(Snapshot(version=version, expires=expires, meta=meta))
