@@ -414,15 +414,18 @@ class RegistryClient:
             if response.status_code == 200:
                 raise trust.missing_index(name)
             return None
+        self._check_document(name, document)
+        if paths is not None and document != cached:
+            self._cache_index(paths, document, None)
+        return document
+
+    def _check_document(self, name: str, data: bytes | Mapping[str, Any]) -> None:
         try:
-            parse_index(document, name=name)
+            parse_index(data, name=name)
         except ExtensionError as exc:
             raise RegistryErrorAnswer(
                 f"the index document of {name!r} from {self.base_url} is not valid: {exc}", code="invalid_index"
             ) from None
-        if paths is not None and document != cached:
-            self._cache_index(paths, document, None)
-        return document
 
     def verify_package(self, name: str, version: str, sha256: str) -> None:
         """With verification on: NAME VERSION's package must be a signed target with ``sha256``."""
@@ -457,12 +460,7 @@ class RegistryClient:
         if response.status_code == 404:
             return None
         data = self._data(response, what=f"GET api/v1/index/{name}")
-        try:
-            parse_index(data, name=name)
-        except ExtensionError as exc:
-            raise RegistryErrorAnswer(
-                f"the index document of {name!r} from {self.base_url} is not valid: {exc}", code="invalid_index"
-            ) from None
+        self._check_document(name, data)
         document = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         if paths is not None:
             self._cache_index(paths, document, response.headers.get("ETag"))

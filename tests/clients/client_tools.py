@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 from urllib.parse import urlsplit
 
 import pytest
@@ -31,7 +31,6 @@ class Result:
     out: str
     err: str
     notice: str = ""  # the once-only "trusting the registry ... on first use" line (SPEC 6.1), kept apart
-
 
     def json(self) -> Any:
         return json.loads(self.out)
@@ -84,12 +83,16 @@ def files_under(root: Path) -> list[str]:
     return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() or p.is_symlink())
 
 
-class _Handler(BaseHTTPRequestHandler):
+class ForwardingHandler(BaseHTTPRequestHandler):
+    """A quiet HTTP/1.1 handler whose every method is ``_forward()`` (the test proxies' base)."""
+
     protocol_version = "HTTP/1.1"
-    server: MisbehavingProxy
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         return None
+
+    def _forward(self) -> None:
+        raise NotImplementedError
 
     def do_GET(self) -> None:
         self._forward()
@@ -102,6 +105,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_DELETE(self) -> None:
         self._forward()
+
+
+class _Handler(ForwardingHandler):
+    server: MisbehavingProxy
 
     def _forward(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
@@ -161,23 +168,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-class MisbehavingProxy(ThreadingHTTPServer):
-    """Forwards every request to ``upstream``; downloads are cut halfway (``mode="cut"``), have
-    one byte flipped with the checksum headers removed (``mode="corrupt"``) or are labelled
-    ``Content-Encoding: gzip`` with their bytes unchanged (``mode="gzip-label"``; ``labelled`` keeps
-    the Accept-Encoding of each); with ``mode="queued"`` a publish is answered as still queued."""
+class ProxyServer(ThreadingHTTPServer):
+    """A threaded HTTP server on a free loopback port in front of ``upstream``; a context manager
+    that serves while inside it."""
 
     daemon_threads = True
 
-    def __init__(self, upstream: str, *, mode: str = "cut") -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
+    def __init__(self, upstream: str, handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(("127.0.0.1", 0), handler)
         parts = urlsplit(upstream)
         self.upstream_host = parts.hostname or "127.0.0.1"
         self.upstream_port = parts.port or 80
-        self.mode = mode
-        self.cuts = 0
-        self.queued = 0
-        self.labelled: list[str] = []
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
 
     @property
@@ -185,7 +186,7 @@ class MisbehavingProxy(ThreadingHTTPServer):
         host, port = self.server_address[:2]
         return f"http://{host!s}:{port}"
 
-    def __enter__(self) -> MisbehavingProxy:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -193,3 +194,17 @@ class MisbehavingProxy(ThreadingHTTPServer):
         self.shutdown()
         self.server_close()
         self._thread.join(5)
+
+
+class MisbehavingProxy(ProxyServer):
+    """Forwards every request to ``upstream``; downloads are cut halfway (``mode="cut"``), have
+    one byte flipped with the checksum headers removed (``mode="corrupt"``) or are labelled
+    ``Content-Encoding: gzip`` with their bytes unchanged (``mode="gzip-label"``; ``labelled`` keeps
+    the Accept-Encoding of each); with ``mode="queued"`` a publish is answered as still queued."""
+
+    def __init__(self, upstream: str, *, mode: str = "cut") -> None:
+        super().__init__(upstream, _Handler)
+        self.mode = mode
+        self.cuts = 0
+        self.queued = 0
+        self.labelled: list[str] = []

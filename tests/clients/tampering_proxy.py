@@ -13,9 +13,8 @@ import http.client
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
-from urllib.parse import urlsplit
+
+from tests.clients.client_tools import ForwardingHandler, ProxyServer
 
 _HOP = ("connection", "transfer-encoding", "content-length", "server", "date", "keep-alive")
 
@@ -43,23 +42,10 @@ class _Log:
     paths: list[str] = field(default_factory=list)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(ForwardingHandler):
     server: TamperingProxy
 
-    def log_message(self, format: str, *args: Any) -> None:
-        return None
-
-    def do_GET(self) -> None:
-        self._handle()
-
-    def do_HEAD(self) -> None:
-        self._handle()
-
-    def do_POST(self) -> None:
-        self._handle()
-
-    def _handle(self) -> None:
+    def _forward(self) -> None:
         proxy = self.server
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
@@ -93,36 +79,16 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(exchange.body)
 
 
-class TamperingProxy(ThreadingHTTPServer):
-    daemon_threads = True
-
+class TamperingProxy(ProxyServer):
     def __init__(self, upstream: str) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        parts = urlsplit(upstream)
-        self.upstream_host = parts.hostname or "127.0.0.1"
-        self.upstream_port = parts.port or 80
+        super().__init__(upstream, _Handler)
         self.lock = threading.Lock()
         self.recorded: dict[str, Exchange] = {}
         self.replay: dict[str, Exchange] = {}
         self.rewrite: Callable[[Exchange], Exchange] | None = None
         self.route: Callable[[str], str] | None = None  # the upstream path asked for a request's path
         self.log = _Log()
-        self._thread = threading.Thread(target=self.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self.server_address[:2]
-        return f"http://{host!s}:{port}"
 
     def recording(self) -> dict[str, Exchange]:
         with self.lock:
             return dict(self.recorded)
-
-    def __enter__(self) -> TamperingProxy:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.shutdown()
-        self.server_close()
-        self._thread.join(5)
