@@ -249,6 +249,10 @@ def test_a_bad_signature_is_refused(capsys: Capsys, registry: LiveRegistry, tmp_
         publish(registry, tmp_path, "signed-one", "1.0.0")
         proxy.rewrite = tamper
         victim.assert_refused(victim.create("signed-one"), "bad signature", "timestamp")
+        # The runtime loader verifies as installs do: nothing is loaded.
+        loaded = run(capsys, "--registry", proxy.url, "--home", victim.home, "module", "load", "taskserv", "signed-one")
+        assert loaded.code == 1 and "bad signature" in one_line(loaded.err)
+        assert not (victim.home / "store" / "trees" / "taskserv" / "signed-one").exists()
 
 
 def test_a_stolen_online_key_below_its_threshold_is_refused(

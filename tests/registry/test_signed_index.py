@@ -269,3 +269,23 @@ def test_without_a_signed_index_publishing_works_and_nothing_is_served(publisher
     assert not repository.initialized()
     assert client.get("/tuf/metadata/1.root.json").status_code == 404
     assert check_integrity() == ["the signed index is not initialized: run `python manage.py trust init`"]
+
+
+@pytest.mark.s3
+def test_the_signed_index_lives_in_s3_too(
+    db: None, settings: Any, s3_storage: Any, tmp_path: Path, publisher: Any, client: Client
+) -> None:
+    settings.REGISTRY_TUF_KEYS_DIR = tmp_path / "keys"
+    with transaction.atomic():
+        repository.init(root_key_dir=tmp_path / "root", bit_length=4)
+    publisher("etcd", "3.5.9")
+    publisher("etcd", "3.5.12")  # timestamp.json replaced in the bucket each time
+    assert check_integrity() == []
+    stored = s3_storage.client.get_object(Bucket=s3_storage.name, Key="packages/tuf/metadata/timestamp.json")
+    assert json.loads(stored["Body"].read())["signed"]["version"] == _versions()["timestamp"]
+    updater = make_updater(client, tmp_path / "client")
+    info = updater.get_targetinfo("packages/etcd/etcd-3.5.12.tar.gz")
+    assert info is not None
+    redirect = client.get(f"/tuf/targets/packages/etcd/{info.hashes['sha256']}.etcd-3.5.12.tar.gz")
+    assert redirect.status_code == 302  # package targets are presigned URLs, as downloads are
+    assert updater.get_targetinfo("index/etcd.json") is not None
