@@ -1,7 +1,9 @@
 """File storage whose objects appear whole or not at all: each file is written to a temporary file
 beside its key, flushed to disk, then linked into place with ``os.link``, which fails if the key
 exists. A reader (or a concurrent publish of the same bytes) never sees a half-written package,
-and nothing is ever overwritten (`replace` aside: the static index's documents are mutable)."""
+and nothing is ever overwritten (`replace` aside: the static index's documents and the signed
+index's timestamp.json are mutable). ``durable=False`` skips the flushes, for files their owner
+can write again from the database when a crash loses them (the signed index's)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from django.core.files.storage import FileSystemStorage
 
 
 class AtomicFileSystemStorage(FileSystemStorage):
-    def _temporary(self, name: str, chunks: Iterable[bytes | str]) -> tuple[str, str]:
+    def _temporary(self, name: str, chunks: Iterable[bytes | str], durable: bool = True) -> tuple[str, str]:
         """The chunks in a temporary file beside name, flushed to disk: (its path, name's path)."""
         full_path = self.path(name)
         directory = os.path.dirname(full_path)
@@ -26,7 +28,8 @@ class AtomicFileSystemStorage(FileSystemStorage):
                 for chunk in chunks:
                     handle.write(chunk if isinstance(chunk, bytes) else chunk.encode())
                 handle.flush()
-                os.fsync(handle.fileno())
+                if durable:
+                    os.fsync(handle.fileno())
             if self.file_permissions_mode is not None:
                 os.chmod(tmp, self.file_permissions_mode)
         except BaseException:
@@ -43,17 +46,31 @@ class AtomicFileSystemStorage(FileSystemStorage):
         finally:
             os.close(dir_fd)
 
-    def replace(self, name: str, data: bytes) -> None:
+    def replace(self, name: str, data: bytes, durable: bool = True) -> None:
         """Write name whole, replacing it if it exists (for the few mutable files: the static
-        index): a temporary file beside it, flushed, then renamed over it."""
-        tmp, full_path = self._temporary(name, [data])
+        index, the signed index's timestamp): a temporary file beside it, flushed, then renamed over it."""
+        tmp, full_path = self._temporary(name, [data], durable)
         try:
             os.replace(tmp, full_path)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
             raise
-        self._sync_directory(full_path)
+        if durable:
+            self._sync_directory(full_path)
+
+    def write_once(self, name: str, data: bytes, durable: bool = True) -> bool:
+        """Write name whole unless it exists (False then, nothing written)."""
+        tmp, full_path = self._temporary(name, [data], durable)
+        try:
+            os.link(tmp, full_path)
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(tmp)
+        if durable:
+            self._sync_directory(full_path)
+        return True
 
     def _save(self, name: str, content: Any) -> str:
         if hasattr(content, "seek"):
@@ -71,22 +88,3 @@ class AtomicFileSystemStorage(FileSystemStorage):
             os.unlink(tmp)
         self._sync_directory(full_path)
         return os.path.relpath(full_path, self.location).replace("\\", "/")
-
-    def replace(self, name: str, data: bytes) -> None:
-        """Write ``data`` at ``name``, replacing it atomically (a temporary file renamed over it)."""
-        full_path = self.path(name)
-        directory = os.path.dirname(full_path)
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".incoming-")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            if self.file_permissions_mode is not None:
-                os.chmod(tmp, self.file_permissions_mode)
-            os.replace(tmp, full_path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise

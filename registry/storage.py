@@ -196,10 +196,15 @@ def list_keys(prefix: str) -> Iterator[tuple[str, datetime | None]]:
 # --- small objects by name (the signed index's metadata and targets, registry.trust) ----------------
 
 
-def put_bytes(key: str, data: bytes) -> bool:
-    """Store ``data`` write-once at ``key``; False (nothing written) when the key is already taken."""
+def put_bytes(key: str, data: bytes, *, durable: bool = True) -> bool:
+    """Store ``data`` write-once at ``key``; False (nothing written) when the key is already taken.
+    ``durable=False`` lets the files backend skip flushing to disk (S3 writes are durable anyway):
+    only for objects the caller can write again if a crash loses them."""
     import io
 
+    write_once = getattr(_storage(), "write_once", None)
+    if write_once is not None:
+        return bool(_call("save", write_once, key, data, durable))
     if exists(key):
         return False
     try:
@@ -209,7 +214,7 @@ def put_bytes(key: str, data: bytes) -> bool:
     return True
 
 
-def replace_bytes(key: str, data: bytes) -> None:
+def replace_bytes(key: str, data: bytes, *, durable: bool = True) -> None:
     """Store ``data`` at ``key``, replacing what is there, so that a reader sees the old or the new
     object whole (files: a temporary file renamed over it; S3: one PUT). The one mutable name of the
     signed index (its timestamp.json) is written this way; nothing else is ever overwritten."""
@@ -218,7 +223,7 @@ def replace_bytes(key: str, data: bytes) -> None:
     storage = _storage()
     replace = getattr(storage, "replace", None)
     if replace is not None:
-        _call("replace", replace, key, data)
+        _call("replace", replace, key, data, durable)
     else:  # S3Storage: _save writes the name as given (save() is what picks another name)
         save = storage._save  # type: ignore[attr-defined]
         _call("replace", save, key, File(io.BytesIO(data), name=key.rsplit("/", 1)[-1]))

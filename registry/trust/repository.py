@@ -24,6 +24,11 @@ timestamp first; when it is ahead they re-sign from the rows (the bins that the 
 touched, a snapshot, a timestamp) with versions above the stored ones, so a client that already
 saw the lost write moves on without a rollback error, and the lost targets are gone again.
 Versions are never reused: a versioned name that is taken (a lost write's) is skipped.
+
+**Durability.** The rows commit durably; the files are written without waiting for the disk
+(everything but the root can be signed again from the rows), so a publish does not pay a flush
+per file. A crash that loses files the rows name is repaired by `maintain()`, which finds them by
+their size and signs them again (new versions), and writes lost target bytes again.
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ from tuf.api.serialization import DeserializationError
 from tuf.api.serialization.json import JSONSerializer
 
 from registry import storage
+from registry.errors import StorageUnavailable
 from registry.models import Extension
 from registry.trust import keys
 from registry.trust.models import TrustRole, TrustTarget
@@ -178,7 +184,7 @@ def _store_versioned(role: str, version: int, make: Callable[[int], bytes]) -> t
     """Store the role's next version write-once, skipping a version whose name a lost write took."""
     while True:
         data = make(version)
-        if storage.put_bytes(metadata_key(role, version), data):
+        if storage.put_bytes(metadata_key(role, version), data, durable=False):
             return version, data
         log.warning(
             "signed index: %s is taken (a write that never committed); using the next version",
@@ -198,7 +204,7 @@ def _write(state: _State, role: str, render: Callable[[int, datetime], Metadata[
 
     if role == "timestamp":
         data = make(version)
-        storage.replace_bytes(TIMESTAMP_KEY, data)
+        storage.replace_bytes(TIMESTAMP_KEY, data, durable=False)
     else:
         version, data = _store_versioned(role, version, make)
     if row is None:
@@ -269,7 +275,10 @@ def _stored_head(state: _State) -> _Head:
     head = _Head()
     data = storage.read_bytes(TIMESTAMP_KEY)
     committed = state.row("timestamp")
-    if data is None or committed is None:
+    if committed is None:
+        return head
+    if data is None:  # lost (a crash before it reached the disk): written again above the committed version
+        head.floors["timestamp"] = committed.version
         return head
     try:
         stored = Metadata[Timestamp].from_bytes(data).signed
@@ -360,7 +369,7 @@ def _apply(state: _State, desired: dict[str, Target], current: dict[str, TrustTa
         if row is not None and row.sha256 == target.sha256 and row.length == target.length:
             continue
         if target.data is not None:
-            storage.put_bytes(BY_NAME[target.kind].storage_key(path, target.sha256), target.data)
+            storage.put_bytes(BY_NAME[target.kind].storage_key(path, target.sha256), target.data, durable=False)
         role = state.bin_for(path)
         TrustTarget.objects.update_or_create(
             path=path,
@@ -390,10 +399,43 @@ def timestamp_due() -> bool:
     return row is not None and due(row, _now())
 
 
+def _lost_files(state: _State) -> set[str]:
+    """What a crash lost: the signed index writes its files without waiting for the disk (the
+    rows, committed durably, say what they must be), so after a crash a committed role's file, or
+    a stored target's bytes, may be missing or short. Writes the lost target bytes again (from the
+    catalogue) and returns the roles to re-sign. Nothing to do with S3, whose writes are durable."""
+    if storage.is_s3():
+        return set()
+    lost = set()
+    for row in TrustRole.objects.exclude(name__in=(LOCK, "root", "timestamp")).only("name", "version", "length"):
+        key = metadata_key(row.name, row.version)
+        try:
+            size = storage.size(key)
+        except (StorageUnavailable, OSError):
+            size = -1
+        if size != row.length:
+            lost.add(row.name)
+    stored = {
+        t.path: t for t in TrustTarget.objects.exclude(kind="packages").only("path", "kind", "extension", "sha256")
+    }
+    missing = [t for t in stored.values() if not storage.exists(BY_NAME[t.kind].storage_key(t.path, t.sha256))]
+    for target in missing:
+        extension = Extension.objects.filter(name=target.extension).first()
+        if extension is None:
+            continue
+        again = extension_targets(extension).get(target.path)
+        if again is not None and again.data is not None and again.sha256 == target.sha256:
+            storage.put_bytes(BY_NAME[target.kind].storage_key(target.path, target.sha256), again.data)
+    if lost or missing:
+        log.warning("signed index: files lost (a crash?): %s roles, %s targets written again", len(lost), len(missing))
+    return lost
+
+
 def maintain() -> list[str]:
-    """Re-sign what is close to expiry (timestamp, snapshot, targets, bins) and repair storage that is
-    ahead of the rows. What Celery beat runs (trust.maintain), the sweeper too, and in embedded mode
-    a request for timestamp.json that finds it due. Returns the roles re-signed."""
+    """Re-sign what is close to expiry (timestamp, snapshot, targets, bins), repair storage that is
+    ahead of the rows, and write again what a crash lost. What Celery beat runs (trust.maintain),
+    the sweeper too, and in embedded mode a request for timestamp.json that finds it due (or
+    missing). Returns the roles re-signed."""
     with transaction.atomic():
         _take_lock()
         if not initialized():
@@ -401,6 +443,7 @@ def maintain() -> list[str]:
         state = _load_state()
         head = _stored_head(state)
         roles = [r.name for r in TrustRole.objects.exclude(name__in=("root", "timestamp", LOCK)) if due(r, state.now)]
+        roles += sorted(_lost_files(state) - set(roles))
         timestamp = state.row("timestamp")
         if not roles and not head.ahead and timestamp is not None and not due(timestamp, state.now):
             return []
@@ -524,7 +567,7 @@ def _sign_catalogue(state: _State) -> None:
     for extension in Extension.objects.prefetch_related("versions").order_by("name").iterator(chunk_size=500):
         for path, target in extension_targets(extension, extension.versions.all()).items():
             if target.data is not None:
-                storage.put_bytes(BY_NAME[target.kind].storage_key(path, target.sha256), target.data)
+                storage.put_bytes(BY_NAME[target.kind].storage_key(path, target.sha256), target.data, durable=False)
             batch.append(
                 TrustTarget(
                     path=path,

@@ -52,7 +52,8 @@ def metadata(request: HttpRequest, name: str) -> HttpResponseBase:
     if not _METADATA.fullmatch(name):
         return _not_found("no such metadata")
     if name == "timestamp.json":
-        if settings.CELERY_TASK_ALWAYS_EAGER and repository.timestamp_due():
+        due = repository.timestamp_due() or not storage.exists(repository.TIMESTAMP_KEY)
+        if settings.CELERY_TASK_ALWAYS_EAGER and due:
             try:
                 repository.maintain()
             except Exception:

@@ -193,6 +193,31 @@ def test_the_next_publish_after_a_lost_write_goes_above_its_versions(
     assert updater.get_targetinfo("packages/redis/redis-7.2.4.tar.gz") is not None
 
 
+def test_files_a_crash_lost_are_written_again_by_maintain(
+    signed: Path, publisher: Any, client: Client, tmp_path: Path, private_storage: Path
+) -> None:
+    publisher("etcd", "3.5.9")
+    seen = tmp_path / "client"
+    make_updater(client, seen)
+    versions = _versions()
+    etcd = Extension.objects.get(name="etcd")
+    index_bin = TrustTarget.objects.get(path="index/etcd.json").role
+    metadata = private_storage / "tuf" / "metadata"
+    (metadata / f"{versions[index_bin]}.{index_bin}.json").unlink()
+    (metadata / f"{versions['snapshot']}.snapshot.json").write_bytes(b"")  # flushed as empty
+    (metadata / "timestamp.json").unlink()
+    (private_storage / "tuf" / "targets" / "index" / f"{etcd.index_etag}.etcd.json").unlink()
+    problems = check_integrity()
+    assert len(problems) >= 4, problems
+    written = repository.maintain()
+    assert {index_bin, "snapshot", "timestamp"} <= set(written)
+    assert check_integrity() == []
+    updater = make_updater(client, seen)  # the client that saw the lost versions moves on
+    info = updater.get_targetinfo("index/etcd.json")
+    assert info is not None
+    assert Path(updater.download_target(info, str(tmp_path / "doc.json"))).read_text() == etcd.index_json
+
+
 def test_rotating_every_role_keeps_clients_following(
     signed: Path, publisher: Any, client: Client, tmp_path: Path, settings: Any
 ) -> None:
