@@ -314,3 +314,48 @@ def test_the_signed_index_lives_in_s3_too(
     redirect = client.get(f"/tuf/targets/packages/etcd/{info.hashes['sha256']}.etcd-3.5.12.tar.gz")
     assert redirect.status_code == 302  # package targets are presigned URLs, as downloads are
     assert updater.get_targetinfo("index/etcd.json") is not None
+
+
+def test_the_trust_command_initialises_shows_checks_and_rotates(
+    db: None, settings: Any, private_storage: Path, tmp_path: Path, publisher: Any
+) -> None:
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    settings.REGISTRY_TUF_KEYS_DIR = tmp_path / "keys"
+    publisher("etcd", "3.5.9")
+    out = StringIO()
+    call_command("trust", "init", "--root-key-dir", str(tmp_path / "offline"), "--bins", "16",
+                 "--threshold", "targets=2", stdout=out)  # fmt: skip
+    text = out.getvalue()
+    root_key = next((tmp_path / "offline").glob("root-*.pem"))
+    assert f"root key written to {root_key}" in text and "Move it offline" in text
+    assert len(list((tmp_path / "keys" / "targets").glob("*.pem"))) == 2
+    fingerprint = hashlib.sha256(storage.read_bytes(repository.metadata_key("root", 1)) or b"").hexdigest()
+    assert f"sha256:{fingerprint}" in text
+    again = StringIO()
+    call_command("trust", "init", "--if-missing", stdout=again)
+    assert "already initialized" in again.getvalue()
+    with pytest.raises(CommandError, match="already initialized"):
+        call_command("trust", "init", "--root-key-dir", str(tmp_path / "other"))
+    shown = StringIO()
+    call_command("trust", "show", stdout=shown)
+    assert f"sha256:{fingerprint}" in shown.getvalue() and "threshold 2 of" in shown.getvalue()
+    checked = StringIO()
+    call_command("trust", "check", stdout=checked)
+    assert "agree" in checked.getvalue()
+    TrustTarget.objects.filter(path="index/etcd.json").update(sha256="0" * 64)
+    with pytest.raises(CommandError, match="problem"):
+        call_command("trust", "check", stderr=StringIO())
+    with pytest.raises(CommandError, match="--root-key"):
+        call_command(
+            "trust", "rotate", "timestamp", "--root-key", str(next((tmp_path / "keys" / "snapshot").glob("*.pem")))
+        )
+    for bad, why in (
+        (["--bins", "3"], "power of 2"),
+        (["--threshold", "root=2"], "ROLE=N"),
+        (["--threshold", "targets=x"], "ROLE=N"),
+    ):
+        with pytest.raises(CommandError, match=why):
+            call_command("trust", "init", "--root-key-dir", str(tmp_path / "x"), *bad)
