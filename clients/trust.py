@@ -214,7 +214,7 @@ class Trust:
         if self._offline_targets is not None:
             return self._offline_targets(path)
         assert self._updater is not None
-        with self._translate(f"the metadata listing {path}"):
+        with self._translate(f"the metadata listing {path} on {self.base_url}"):
             return self._updater.get_targetinfo(path)
 
     def index_document(self, name: str, *, cached: bytes | None) -> bytes | None:
@@ -235,7 +235,7 @@ class Trust:
         fd, tmp = tempfile.mkstemp(prefix=".index-", suffix=".part", dir=self._tmp_dir())
         os.close(fd)
         try:
-            with self._translate(f"the index document of {name!r}"):
+            with self._translate(f"the index document of {name!r} from {self.base_url}"):
                 self._updater.download_target(info, tmp)
             return Path(tmp).read_bytes()
         finally:
@@ -423,18 +423,18 @@ class Trust:
         except tuf_errors.ExpiredMetadataError as exc:
             raise VerificationError(
                 "expired",
-                f"expired metadata (freeze): {what} from {url} has expired ({exc}); the registry, a mirror or the "
+                f"expired metadata (freeze): {what} has expired ({exc}); the registry, a mirror or the "
                 "network is replaying old answers, or the registry stopped re-signing",
             ) from None
         except tuf_errors.BadVersionNumberError as exc:
             if "must be >=" in str(exc) or "must be >= " in str(exc):
                 raise VerificationError(
                     "rollback",
-                    f"rollback: {what} from {url} is older than what this client already trusts ({exc})",
+                    f"rollback: {what} is older than what this client already trusts ({exc})",
                 ) from None
             raise VerificationError(
                 "version_mismatch",
-                f"version mismatch (rollback or mix-and-match): {what} from {url} is not the version the signed "
+                f"version mismatch (rollback or mix-and-match): {what} is not the version the signed "
                 f"metadata names ({exc})",
             ) from None
         except tuf_errors.DownloadHTTPError as exc:
@@ -454,9 +454,9 @@ class Trust:
             cause = exc.__cause__
             if isinstance(cause, httpx.TransportError) and self._unreachable is not None:
                 raise self._unreachable(cause) from None
-            raise ClientError(f"cannot fetch {what} from {url}: {exc}", code="registry_unavailable") from None
+            raise ClientError(f"cannot fetch {what}: {exc}", code="registry_unavailable") from None
         except tuf_errors.RepositoryError as exc:
-            raise VerificationError("invalid_metadata", f"invalid signed metadata: {what} from {url}: {exc}") from None
+            raise VerificationError("invalid_metadata", f"invalid signed metadata: {what}: {exc}") from None
         except OSError as exc:
             raise ClientError(
                 f"cannot keep signed metadata in {self.metadata_dir}: {os_error_message(exc)}", code="home_unusable"
