@@ -150,7 +150,7 @@ def read_small(key: str) -> bytes | None:
         raise StorageUnavailable() from exc
 
 
-def replace(key: str, data: bytes, *, content_type: str) -> None:
+def replace(key: str, data: bytes, *, content_type: str, durable: bool = True) -> None:
     """Write a small mutable object (the static index), replacing what is there: readers see
     the old bytes or the new ones, never a mix. Package objects are never written this way."""
     store = _storage()
@@ -158,7 +158,7 @@ def replace(key: str, data: bytes, *, content_type: str) -> None:
         obj = store.bucket.Object(store._normalize_name(key))  # type: ignore[attr-defined]
         _call("put", lambda: obj.put(Body=data, ContentType=content_type))
     else:
-        _call("replace", store.replace, key, data)  # type: ignore[attr-defined]
+        _call("replace", store.replace, key, data, durable)  # type: ignore[attr-defined]
 
 
 def presigned_url(key: str, *, filename: str) -> str:
@@ -193,48 +193,18 @@ def list_keys(prefix: str) -> Iterator[tuple[str, datetime | None]]:
     yield from walk(prefix)
 
 
-# --- small objects by name (the signed index's metadata and targets, registry.trust) ----------------
+# --- write-once small objects (the signed index's metadata and targets, registry.trust) -------------
 
 
-def put_bytes(key: str, data: bytes, *, durable: bool = True) -> bool:
-    """Store ``data`` write-once at ``key``; False (nothing written) when the key is already taken.
-    ``durable=False`` lets the files backend skip flushing to disk (S3 writes are durable anyway):
-    only for objects the caller can write again if a crash loses them."""
-    import io
-
-    write_once = getattr(_storage(), "write_once", None)
-    if write_once is not None:
-        return bool(_call("save", write_once, key, data, durable))
-    if exists(key):
-        return False
-    try:
-        put(key, io.BytesIO(data))
-    except KeyTaken:
-        return False
-    return True
-
-
-def replace_bytes(key: str, data: bytes, *, durable: bool = True) -> None:
-    """Store ``data`` at ``key``, replacing what is there, so that a reader sees the old or the new
-    object whole (files: a temporary file renamed over it; S3: one PUT). The one mutable name of the
-    signed index (its timestamp.json) is written this way; nothing else is ever overwritten."""
-    import io
-
-    storage = _storage()
-    replace = getattr(storage, "replace", None)
-    if replace is not None:
-        _call("replace", replace, key, data, durable)
-    else:  # S3Storage: _save writes the name as given (save() is what picks another name)
-        save = storage._save  # type: ignore[attr-defined]
-        _call("replace", save, key, File(io.BytesIO(data), name=key.rsplit("/", 1)[-1]))
-
-
-def read_bytes(key: str) -> bytes | None:
-    """The object's bytes, or None when there is no such key."""
-    if not exists(key):
-        return None
-    try:
-        with open_file(key) as handle:
-            return bytes(_call("read", handle.read))
-    except FileNotFoundError:
-        return None
+def put_small(key: str, data: bytes, *, content_type: str, durable: bool = True) -> bool:
+    """Write a small object once: False (nothing written) when the key is taken. ``durable=False``
+    lets the files backend skip the flushes (S3 writes are durable anyway): only for objects the
+    caller can write again when a crash loses them."""
+    store = _storage()
+    if is_s3():
+        if exists(key):
+            return False
+        obj = store.bucket.Object(store._normalize_name(key))  # type: ignore[attr-defined]
+        _call("put", lambda: obj.put(Body=data, ContentType=content_type))
+        return True
+    return bool(_call("save", store.write_once, key, data, durable))  # type: ignore[attr-defined]

@@ -57,7 +57,7 @@ def check_integrity(*, files: bool = True) -> list[str]:
 
 def _read(role: TrustRole, problems: list[str]) -> Metadata[Any] | None:
     key = repository.metadata_key(role.name, role.version)
-    data = storage.read_bytes(key)
+    data = storage.read_small(key)
     if data is None:
         problems.append(f"{key} is missing from storage")
         return None
@@ -85,7 +85,7 @@ def _check_files(state: repository._State, rows: dict[str, TrustTarget]) -> list
         md = _read(roles[name], problems)
         if md is not None:
             _verify(root, name, md, problems)
-    timestamp_data = storage.read_bytes(repository.TIMESTAMP_KEY)
+    timestamp_data = storage.read_small(repository.TIMESTAMP_KEY)
     if timestamp_data is None:
         problems.append(f"{repository.TIMESTAMP_KEY} is missing from storage")
     else:

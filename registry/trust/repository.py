@@ -79,6 +79,7 @@ LOCK = "~lock"  # the row every writer of the signed index updates first
 TOP_LEVEL = ("root", "targets", "snapshot", "timestamp")
 _SERIALIZER = JSONSerializer(compact=True)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+JSON = "application/json"
 _BAD_METADATA = (RepositoryError, DeserializationError, ValueError, KeyError, TypeError)
 
 
@@ -120,6 +121,12 @@ def _take_lock() -> None:
         TrustRole.objects.bulk_create(
             [TrustRole(name=LOCK, version=0, expires=_EPOCH, sha256="", length=0)], ignore_conflicts=True
         )
+
+
+def _put_target(kind: str, path: str, sha256: str, data: bytes) -> None:
+    """The bytes of a stored target (an index document), written once under its digest."""
+    target_kind = BY_NAME[kind]
+    storage.put_small(target_kind.storage_key(path, sha256), data, content_type=target_kind.media_type, durable=False)
 
 
 def _digest(data: bytes) -> str:
@@ -184,7 +191,7 @@ def _store_versioned(role: str, version: int, make: Callable[[int], bytes]) -> t
     """Store the role's next version write-once, skipping a version whose name a lost write took."""
     while True:
         data = make(version)
-        if storage.put_bytes(metadata_key(role, version), data, durable=False):
+        if storage.put_small(metadata_key(role, version), data, content_type=JSON, durable=False):
             return version, data
         log.warning(
             "signed index: %s is taken (a write that never committed); using the next version",
@@ -204,7 +211,7 @@ def _write(state: _State, role: str, render: Callable[[int, datetime], Metadata[
 
     if role == "timestamp":
         data = make(version)
-        storage.replace_bytes(TIMESTAMP_KEY, data, durable=False)
+        storage.replace(TIMESTAMP_KEY, data, content_type=JSON, durable=False)
     else:
         version, data = _store_versioned(role, version, make)
     if row is None:
@@ -273,7 +280,7 @@ class _Head:
 
 def _stored_head(state: _State) -> _Head:
     head = _Head()
-    data = storage.read_bytes(TIMESTAMP_KEY)
+    data = storage.read_small(TIMESTAMP_KEY)
     committed = state.row("timestamp")
     if committed is None:
         return head
@@ -292,7 +299,7 @@ def _stored_head(state: _State) -> _Head:
     snapshot_row = state.row("snapshot")
     if snapshot_row is not None and snapshot_version > snapshot_row.version:
         head.floors["snapshot"] = snapshot_version
-        snapshot_data = storage.read_bytes(metadata_key("snapshot", snapshot_version))
+        snapshot_data = storage.read_small(metadata_key("snapshot", snapshot_version))
         if snapshot_data is not None:
             try:
                 meta = Metadata[Snapshot].from_bytes(snapshot_data).signed.meta
@@ -369,7 +376,7 @@ def _apply(state: _State, desired: dict[str, Target], current: dict[str, TrustTa
         if row is not None and row.sha256 == target.sha256 and row.length == target.length:
             continue
         if target.data is not None:
-            storage.put_bytes(BY_NAME[target.kind].storage_key(path, target.sha256), target.data, durable=False)
+            _put_target(target.kind, path, target.sha256, target.data)
         role = state.bin_for(path)
         TrustTarget.objects.update_or_create(
             path=path,
@@ -425,7 +432,7 @@ def _lost_files(state: _State) -> set[str]:
             continue
         again = extension_targets(extension).get(target.path)
         if again is not None and again.data is not None and again.sha256 == target.sha256:
-            storage.put_bytes(BY_NAME[target.kind].storage_key(target.path, target.sha256), again.data)
+            _put_target(target.kind, target.path, target.sha256, again.data)
     if lost or missing:
         log.warning("signed index: files lost (a crash?): %s roles, %s targets written again", len(lost), len(missing))
     return lost
@@ -522,7 +529,7 @@ def init(
             root.roles[role].threshold = len(signers)
         root_md = Metadata(root)
         root_data = _sign(root_md, [root_signer])
-        storage.replace_bytes(metadata_key("root", 1), root_data)  # an empty repository: nothing to keep
+        storage.replace(metadata_key("root", 1), root_data, content_type=JSON)  # an empty repository: nothing to keep
         targets_keys = online["targets"]
         succinct = SuccinctRoles(
             keyids=[s.public_key.keyid for s in targets_keys],
@@ -567,7 +574,7 @@ def _sign_catalogue(state: _State) -> None:
     for extension in Extension.objects.prefetch_related("versions").order_by("name").iterator(chunk_size=500):
         for path, target in extension_targets(extension, extension.versions.all()).items():
             if target.data is not None:
-                storage.put_bytes(BY_NAME[target.kind].storage_key(path, target.sha256), target.data, durable=False)
+                _put_target(target.kind, path, target.sha256, target.data)
             batch.append(
                 TrustTarget(
                     path=path,
@@ -631,7 +638,7 @@ def rotate(role: str, *, root_keys: list[Path], new_root_key_dir: Path | None = 
         root.expires = state.now + lifetime("root")
         signers = old_root_signers + (new_signers if role == "root" else [])
         data = _sign(state.root, signers)
-        storage.replace_bytes(metadata_key("root", root.version), data)
+        storage.replace(metadata_key("root", root.version), data, content_type=JSON)
         row = state.rows["root"]
         row.version, row.expires, row.sha256, row.length, row.content = (
             root.version, root.expires, _digest(data), len(data), data.decode()
@@ -661,7 +668,7 @@ def rotate(role: str, *, root_keys: list[Path], new_root_key_dir: Path | None = 
 
 
 def root_fingerprint(version: int = 1) -> str | None:
-    data = storage.read_bytes(metadata_key("root", version))
+    data = storage.read_small(metadata_key("root", version))
     return None if data is None else _digest(data)
 
 

@@ -37,6 +37,7 @@ class TargetKind:
     """One kind of target. ``name`` is the first segment of its paths."""
 
     name: str = ""
+    media_type: str = "application/json"  # of its stored bytes
 
     def targets(self, extension: Extension, versions: Iterable[Version]) -> Iterator[Target]:
         raise NotImplementedError
@@ -65,6 +66,7 @@ class Packages(TargetKind):
     object already is (``sha256/ab/<sha256>.tar.gz``): nothing is copied."""
 
     name = "packages"
+    media_type = "application/gzip"
 
     def targets(self, extension: Extension, versions: Iterable[Version]) -> Iterator[Target]:
         for version in versions:

@@ -46,7 +46,7 @@ class DjangoFetcher(FetcherInterface):
 def make_updater(client: Client, folder: Path, *, root: bytes | None = None) -> Updater:
     folder.mkdir(parents=True, exist_ok=True)
     if root is None and not (folder / "root.json").exists():
-        root = storage.read_bytes(repository.metadata_key("root", 1))
+        root = storage.read_small(repository.metadata_key("root", 1))
     updater = Updater(
         metadata_dir=str(folder),
         metadata_base_url="http://testserver/tuf/metadata/",
@@ -172,7 +172,7 @@ def test_a_crash_between_storing_metadata_and_committing_is_repaired_by_the_swee
     info = updater.get_targetinfo("index/etcd.json")
     assert info is not None and info.hashes["sha256"] == Extension.objects.get(name="etcd").index_etag
     stored = Metadata[Snapshot].from_bytes(
-        storage.read_bytes(repository.metadata_key("snapshot", _versions()["snapshot"])) or b""
+        storage.read_small(repository.metadata_key("snapshot", _versions()["snapshot"])) or b""
     )
     assert stored.signed.version > committed["snapshot"] + 1  # above the lost write's version
 
@@ -283,7 +283,7 @@ def test_the_views_serve_immutable_names_and_refuse_everything_else(
 def test_bins_list_exactly_their_targets(signed: Path, publisher: Any) -> None:
     publisher("etcd", "3.5.9")
     for row in TrustRole.objects.filter(name__startswith="bin-"):
-        data = storage.read_bytes(repository.metadata_key(row.name, row.version))
+        data = storage.read_small(repository.metadata_key(row.name, row.version))
         assert data is not None
         listed = Metadata[Targets].from_bytes(data).signed.targets
         assert set(listed) == set(TrustTarget.objects.filter(role=row.name).values_list("path", flat=True))
@@ -332,7 +332,7 @@ def test_the_trust_command_initialises_shows_checks_and_rotates(
     root_key = next((tmp_path / "offline").glob("root-*.pem"))
     assert f"root key written to {root_key}" in text and "Move it offline" in text
     assert len(list((tmp_path / "keys" / "targets").glob("*.pem"))) == 2
-    fingerprint = hashlib.sha256(storage.read_bytes(repository.metadata_key("root", 1)) or b"").hexdigest()
+    fingerprint = hashlib.sha256(storage.read_small(repository.metadata_key("root", 1)) or b"").hexdigest()
     assert f"sha256:{fingerprint}" in text
     again = StringIO()
     call_command("trust", "init", "--if-missing", stdout=again)
