@@ -142,6 +142,35 @@ def env_url_prefix(name: str, default: str = "") -> str:
     return value
 
 
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
+
+
+def secure_url_problem(url: str) -> str | None:
+    """Why a URL the registry fetches keys from is not safe to trust, or None: it must be https://,
+    or http:// on this machine's loopback (a local issuer for development and tests). Plain http
+    elsewhere would let anyone on the path swap the keys."""
+    try:
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower()
+    except ValueError:
+        return f"{url[:200]!r} is not a URL"
+    if parts.scheme == "https" and host:
+        return None
+    if parts.scheme == "http" and host in LOOPBACK_HOSTS:
+        return None
+    return f"{url[:200]!r} is not an https:// URL (plain http:// is allowed on loopback only)"
+
+
+def env_issuers(name: str, default: list[str]) -> list[str]:
+    """A comma-separated list of OpenID Connect issuer URLs, exactly as their tokens' ``iss`` says."""
+    issuers = env_list(name, default)
+    for issuer in issuers:
+        problem = secure_url_problem(issuer)
+        if problem is not None:
+            raise ImproperlyConfigured(f"{name}: {problem}; list issuers as https://HOST[/PATH], comma-separated")
+    return issuers
+
+
 def env_rate(name: str, default: str) -> str:
     """A throttle rate in DRF's syntax: ``60/minute``, ``5/s``."""
     value = env_str(name, default)

@@ -27,6 +27,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "rate_limited": 429,
     "internal_error": 500,
     "storage_unavailable": 503,
+    "issuer_unavailable": 503,  # trusted publishing: the OIDC issuer's keys could not be fetched
 }
 
 
@@ -99,7 +100,7 @@ class RateLimited(RegistryError):
 # --- one classification of every error --------------------------------------------------------------
 
 #: Codes that are the registry's failure, not the caller's (their message is still safe to show).
-PLATFORM_CODES = frozenset({"internal_error", "storage_unavailable"})
+PLATFORM_CODES = frozenset({"internal_error", "storage_unavailable", "issuer_unavailable"})
 
 
 @dataclass(frozen=True)

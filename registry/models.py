@@ -224,12 +224,101 @@ class ApiToken(models.Model):
     # The token that created this one (None for a password, session or createtoken): revoking a
     # token revokes every token it created, so a leaked token cannot leave a sibling behind.
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children")
+    # A token answered by trusted publishing (registry.trusted_publishing.exchange): the publisher
+    # whose JWT it was exchanged for, and that JWT's verified claims (kept when the publisher is
+    # removed). A build submitted with it reaches them as ``build.token.oidc_claims``.
+    trusted_publisher = models.ForeignKey(
+        "TrustedPublisher", null=True, blank=True, on_delete=models.SET_NULL, related_name="tokens"
+    )
+    oidc_claims = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ("-created_at",)
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.name})"
+
+    @property
+    def from_trusted_publishing(self) -> bool:
+        """Answered by a trusted-publishing exchange: it publishes one extension, nothing else."""
+        return self.trusted_publisher_id is not None or bool(self.oidc_claims)
+
+
+class TrustedPublisher(models.Model):
+    """A CI identity trusted to publish an extension without a stored secret (SPEC 6.3): tokens
+    from an allow-listed OpenID Connect ``issuer``, for ``audience``, whose ``claims`` are exactly
+    these. An exchange through it answers a short-lived token of ``added_by`` (the owner who
+    registered it, while they remain an owner) scoped ``publish:NAME``.
+
+    A *pending* publisher (``extension`` null) is for a name that does not exist yet: it reserves
+    ``pending_name`` against other users until ``reserved_until``, and the first publish of that
+    name by ``added_by`` (through it or otherwise) creates the extension and makes it an ordinary
+    publisher of it (registry.publishers)."""
+
+    extension = models.ForeignKey(
+        Extension, null=True, blank=True, on_delete=models.CASCADE, related_name="trusted_publishers"
+    )
+    pending_name = models.CharField(max_length=64, blank=True, db_index=True)
+    # extensions.names.confusable_key(pending_name): a reservation covers the look-alikes too.
+    pending_key = models.CharField(max_length=192, blank=True, db_index=True)
+    reserved_until = models.DateTimeField(null=True, blank=True)
+    issuer = models.CharField(max_length=255)
+    audience = models.CharField(max_length=255)
+    claims = models.JSONField(default=dict)  # claim name -> the exact string it must be
+    # For finding the publishers a token matches with an index, not by reading every row: the
+    # sorted claim names ("repository,workflow") and the sha256 of the canonical claims JSON.
+    claim_names = models.CharField(max_length=1100)
+    claims_digest = models.CharField(max_length=64)
+    added_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    added_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("added_at", "id")
+        constraints: ClassVar[list[Any]] = [
+            models.CheckConstraint(
+                condition=(models.Q(extension__isnull=False) & models.Q(pending_name=""))
+                | (models.Q(extension__isnull=True) & ~models.Q(pending_name="")),
+                name="trusted_publisher_active_or_pending",
+            ),
+            models.UniqueConstraint(
+                fields=("extension", "issuer", "audience", "claims_digest"),
+                condition=models.Q(extension__isnull=False),
+                name="trusted_publisher_unique",
+            ),
+            models.UniqueConstraint(
+                fields=("pending_name", "issuer", "audience", "claims_digest"),
+                condition=models.Q(extension__isnull=True),
+                name="pending_publisher_unique",
+            ),
+        ]
+        indexes: ClassVar[list[Any]] = [
+            models.Index(fields=("issuer", "claim_names", "claims_digest"), name="trusted_publisher_match"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.issuer} {self.claims} -> {self.name}{' (pending)' if self.is_pending else ''}"
+
+    @property
+    def is_pending(self) -> bool:
+        return self.extension_id is None
+
+    @property
+    def name(self) -> str:
+        return self.extension.name if self.extension is not None else self.pending_name
+
+
+class OidcTokenUse(models.Model):
+    """A JWT ID (``jti``) that trusted publishing accepted: a token is exchanged once. Kept until
+    the token could no longer be accepted anyway (its ``exp`` plus the leeway), then pruned."""
+
+    # sha256 of issuer NUL jti: bounded, and one issuer's IDs never collide with another's.
+    key = models.CharField(max_length=64, primary_key=True)
+    expires_at = models.DateTimeField(db_index=True)
+    used_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.key
 
 
 class AuditQuerySet(models.QuerySet["AuditEvent"]):
@@ -253,6 +342,10 @@ class AuditEvent(models.Model):
         TOKEN_CREATE = "token_create"  # noqa: S105 - an action name
         TOKEN_REVOKE = "token_revoke"  # noqa: S105 - an action name
         AUTH_FAILURE = "auth_failure"
+        PUBLISHER_ADD = "publisher_add"
+        PUBLISHER_REMOVE = "publisher_remove"
+        OIDC_EXCHANGE = "oidc_exchange"
+        OIDC_EXCHANGE_REFUSED = "oidc_exchange_refused"
 
     action = models.CharField(max_length=32, choices=Action.choices, db_index=True)
     # No cascade and no database constraint: deleting a user must not rewrite history.

@@ -21,7 +21,7 @@ from extensions.kinds import KINDS, SINGULAR
 from extensions.manifest import Manifest
 from extensions.names import RESERVED_NAMES, confusable_key, confusable_keys
 from extensions.versions import SemVer
-from registry import downloadcounts, oci, storage
+from registry import downloadcounts, oci, publishers, storage
 from registry.delivery import PackageRef
 from registry.errors import (
     BadRequest,
@@ -102,11 +102,13 @@ def _require_publish_rights(actor: Actor, name: str) -> None:
         )
 
 
-def _check_name_available(actor: Actor, name: str) -> None:
+def check_name_available(actor: Actor, name: str) -> None:
     """A new name must not be reserved, nor confusable with (or equal to) an extension name or a
-    provided name of someone else's: clients look names up both ways, so either would shadow."""
+    provided name of someone else's: clients look names up both ways, so either would shadow. Nor
+    may it be reserved by another user's pending trusted publisher (registry.publishers)."""
     if name in RESERVED_NAMES:
         raise NameTaken(f"{name!r} is a reserved name and cannot be used for an extension")
+    _check_not_pending_elsewhere(actor, name, what=repr(name))
     keys = confusable_keys(name)
     for other in Extension.objects.filter(confusable_key__in=keys).exclude(name=name):
         if not _is_owner(other, actor):
@@ -125,6 +127,24 @@ def _check_name_available(actor: Actor, name: str) -> None:
                 "owned by someone else; choose a clearly different name",
                 details=[{"existing": other.name, "kind": provide.kind, "provided": provide.name}],
             )
+
+
+def _check_not_pending_elsewhere(actor: Actor, name: str, *, what: str) -> None:
+    reservation = publishers.reservation_conflict(name=name, user=actor.user)
+    if reservation is not None:
+        how = "" if reservation.pending_name == name else f"too similar to {reservation.pending_name!r}, which is "
+        until = reservation.reserved_until.date().isoformat() if reservation.reserved_until else ""
+        raise NameTaken(
+            f"{what} is {how}reserved by another user's pending trusted publisher until {until}; "
+            "choose a clearly different name",
+            details=[{"reserved": reservation.pending_name, "until": until}],
+        )
+
+
+def lock_name(name: str) -> None:
+    """As `lock_names`, for one name: a pending trusted publisher's reservation of it."""
+    for key in sorted(confusable_keys(name)):
+        _lock_row(NameLock, key)
 
 
 def lock_names(manifest: Manifest) -> None:
@@ -186,6 +206,8 @@ def _check_provides(actor: Actor, manifest: Manifest, extension: Extension | Non
                         "someone else; choose a clearly different name",
                         details=[{"kind": singular, "name": provided, "existing": other.name}],
                     )
+            if provided != manifest.name:
+                _check_not_pending_elsewhere(actor, provided, what=f"the {singular} {provided!r}")
 
 
 def _check_dependencies(manifest: Manifest) -> None:
@@ -279,7 +301,7 @@ def _check_publish(actor: Actor, manifest: Manifest, extension: Extension | None
     _require_publish_rights(actor, name)
     _check_storable(manifest)
     if extension is None:
-        _check_name_available(actor, name)
+        check_name_available(actor, name)
     elif not _is_owner(extension, actor):
         raise Forbidden(f"you are not an owner of {name!r}; ask an owner to add you (owners: {_owners(extension)})")
     canonical = str(manifest.version.without_build())
@@ -346,6 +368,7 @@ def version_create(
                 )
                 assert actor.user is not None  # _check_publish checked the rights
                 Ownership.objects.create(extension=extension, user=actor.user, added_by=actor.user)
+                publishers.adopt_pending(extension=extension, user=actor.user)
                 created = True
         except IntegrityError:
             # Created meanwhile by a publish these locks did not serialise with: decide again.

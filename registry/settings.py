@@ -12,6 +12,7 @@ from registry.env import (
     env_choice,
     env_data_dir,
     env_int,
+    env_issuers,
     env_list,
     env_path,
     env_rate,
@@ -252,6 +253,7 @@ REGISTRY_RATE_WRITE = env_rate("REGISTRY_RATE_WRITE", "600/minute")
 REGISTRY_RATE_RESOLVE = env_rate("REGISTRY_RATE_RESOLVE", "1200/minute")
 # Seconds one resolution may take (resolve API, install plans); past it: 422 too_complex.
 REGISTRY_RESOLVE_TIMEOUT = env_seconds("REGISTRY_RESOLVE_TIMEOUT", 2.0, minimum=0.05, maximum=60.0)
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
@@ -271,6 +273,26 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
 }
+
+# --- Trusted publishing (OpenID Connect, SPEC 6.3) ----------------------------------------------
+# The issuers whose tokens may be exchanged for a publish token (GitHub Actions and GitLab.com by
+# default); a trusted publisher can only name one of these.
+REGISTRY_OIDC_ISSUERS = env_issuers(
+    "REGISTRY_OIDC_ISSUERS", ["https://token.actions.githubusercontent.com", "https://gitlab.com"]
+)
+# Clock skew allowed on exp, nbf and iat.
+REGISTRY_OIDC_LEEWAY = env_seconds("REGISTRY_OIDC_LEEWAY", 30, minimum=0, maximum=300)
+# The lifetime of the publish token an exchange answers (at most 15 minutes, SPEC 6.3).
+REGISTRY_OIDC_TOKEN_SECONDS = env_seconds("REGISTRY_OIDC_TOKEN_SECONDS", 900, minimum=60, maximum=900)
+# An issuer's discovery document and keys are cached this long; a token signed with a key not in
+# the cache fetches them again, but never more often than every REGISTRY_OIDC_JWKS_REFRESH_SECONDS.
+REGISTRY_OIDC_JWKS_SECONDS = env_seconds("REGISTRY_OIDC_JWKS_SECONDS", 3600, minimum=10, maximum=86400)
+REGISTRY_OIDC_JWKS_REFRESH_SECONDS = env_seconds("REGISTRY_OIDC_JWKS_REFRESH_SECONDS", 60, minimum=1, maximum=3600)
+REGISTRY_OIDC_HTTP_TIMEOUT = env_seconds("REGISTRY_OIDC_HTTP_TIMEOUT", 5, minimum=0.5, maximum=30)
+# A pending publisher reserves its name this many days (not renewable); a user holds at most
+# REGISTRY_OIDC_MAX_PENDING reserved names at a time.
+REGISTRY_OIDC_PENDING_DAYS = env_int("REGISTRY_OIDC_PENDING_DAYS", 14, minimum=1)
+REGISTRY_OIDC_MAX_PENDING = env_int("REGISTRY_OIDC_MAX_PENDING", 3, minimum=0)
 
 LOGGING = {
     "version": 1,

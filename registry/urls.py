@@ -8,7 +8,7 @@ from builds import apis as build_apis
 from builds import metrics as build_metrics
 from builds import views as build_views
 from registry import metrics, views
-from registry.apis import catalog, downloads, oci, owners, resolve, schema, tokens, yank
+from registry.apis import catalog, downloads, oci, owners, resolve, schema, tokens, trusted_publishers, yank
 from registry.trust import views as trust_views
 
 api = "api/v1/"
@@ -46,6 +46,21 @@ urlpatterns = [
     ),
     path(f"{api}extensions/<str:name>/owners/", owners.OwnersApi.as_view(), name="extension-owners"),
     path(f"{api}extensions/<str:name>/owners/<str:username>/", owners.OwnerApi.as_view(), name="extension-owner"),
+    path(
+        f"{api}extensions/<str:name>/trusted-publishers/",
+        trusted_publishers.TrustedPublishersApi.as_view(),
+        name="trusted-publishers",
+    ),
+    path(
+        f"{api}extensions/<str:name>/trusted-publishers/<int:publisher_id>/",
+        trusted_publishers.TrustedPublisherApi.as_view(),
+        name="trusted-publisher",
+    ),
+    path(
+        f"{api}trusted-publishing/exchange",
+        trusted_publishers.TrustedPublishingExchangeApi.as_view(),
+        name="trusted-publishing-exchange",
+    ),
     path(f"{api}tokens/", tokens.TokensApi.as_view(), name="tokens"),
     path(f"{api}tokens/<int:token_id>/", tokens.TokenApi.as_view(), name="token"),
     # Keep this lookup after every other two-segment route under extensions/ (e.g. a future

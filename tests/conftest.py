@@ -11,7 +11,8 @@ import pytest
 
 from extensions.checks import find_nu, kcl_available
 
-pytest_plugins = ["tests.services", "tests.live_registry"]  # real services; a live registry process
+# real services; a live registry process; an OIDC issuer on loopback
+pytest_plugins = ["tests.services", "tests.live_registry", "tests.oidc_issuer"]
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
