@@ -24,7 +24,7 @@ from clients.output import Output
 from extensions.errors import ExtensionError
 
 # Modules under clients/commands/ that register subcommands, in help order.
-COMMAND_MODULES = ("authoring", "publishing", "install", "account", "runtime", "trust")
+COMMAND_MODULES = ("authoring", "publishing", "trusted_publishers", "install", "account", "runtime", "trust")
 
 # The groups each module adds commands to. A command line naming a group imports only the modules
 # that add to it, so `module discover` does not pay for the authoring tools' imports (a module not
@@ -33,6 +33,7 @@ COMMAND_MODULES = ("authoring", "publishing", "install", "account", "runtime", "
 COMMAND_GROUPS: dict[str, tuple[str, ...]] = {
     "authoring": ("extension",),
     "publishing": ("extension",),
+    "trusted_publishers": ("extension",),
     "install": ("extension", "taskserv", "cluster", "providers"),
     "account": ("registry",),
     "runtime": ("module", "runtime"),
@@ -41,7 +42,7 @@ COMMAND_GROUPS: dict[str, tuple[str, ...]] = {
 
 # Each group's description starts with its commands, as `--help` lists them (tests/clients/test_cli.py).
 GROUPS = {
-    "extension": "validate, test, build, publish, yank, search, info, owners and sync extensions",
+    "extension": "validate, test, build, publish, yank, search, info, owners, trusted-publishers and sync extensions",
     "module": "discover, load, list and reload extensions in the runtime",
     "taskserv": "create and list taskservs: install one (and its dependencies) into an infrastructure directory",
     "cluster": "create and list clusters: install one (and its dependencies) into an infrastructure directory",

@@ -287,6 +287,13 @@ class RegistryClient:
         response = self._send("GET", path, params={k: v for k, v in (params or {}).items() if v is not None})
         return self._data(response, what=f"GET {path}")
 
+    def call(self, method: str, path: str, *, what: str, json: Any = None, auth: bool = False) -> Any:
+        """Any JSON API call (for the client's modules that add calls of their own, such as
+        clients.oidc): the envelope's data, or `RegistryErrorAnswer`. ``auth`` sends the token."""
+        headers = self._auth(what) if auth else {}
+        response = self._send(method, path, json=json, headers=headers)
+        return self._data(response, what=what, auth="token" if auth else None)
+
     # --- reading the catalog ----------------------------------------------------------------------
 
     def search(

@@ -393,8 +393,8 @@ def _no_match(verified: oidc.VerifiedToken, name: str | None, registry_url: str)
         f"no trusted publisher {where}matches this token. A trusted publisher matches when its issuer, its "
         f"audience and each of its claims equal the token's exactly; this token has iss={verified.issuer!r}, "
         f"aud={verified.audiences!r} and {said}. An owner can list the extension's trusted publishers "
-        f"(GET /api/v1/extensions/NAME/trusted-publishers/); their audience is this registry's URL, {registry_url}, "
-        "unless they name another",
+        f"(GET /api/v1/extensions/{name or 'NAME'}/trusted-publishers/); their audience is this registry's URL, "
+        f"{registry_url}, unless they name another",
         details=[{"reason": "no_match", "issuer": verified.issuer, "audience": verified.audiences, "claims": shown}],
     )
 

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from clients import oidc
 from clients.commands._args import exact_version, extension_type, non_negative, page_size, seconds
 from clients.errors import ClientError, UsageError
 from clients.progress import Progress
@@ -49,7 +50,16 @@ def _cmd_publish(args: argparse.Namespace, ctx: Context) -> int:
     out = ctx.out
     package = Path(args.file)
     wait = out.interactive if args.wait is None else args.wait
+    oidc_token = oidc.read_oidc_token(args.oidc_token)
     with RegistryClient.from_config(ctx.config) as client:
+        if oidc_token is not None:
+            # Trusted publishing: the CI job's OIDC token buys a publish token for this one upload.
+            granted = oidc.exchange(client, oidc_token, name=oidc.package_name(package))
+            client.token = str(granted["token"])
+            out.line(
+                f"trusted publishing: publishing {granted.get('name')} as {granted.get('user')} "
+                f"(a token scoped {', '.join(granted.get('scopes') or [])}, until {granted.get('expires_at')})"
+            )
         # The registry answers 202 with the build (SPEC 3.2), already final in embedded mode; a
         # refusal before any build (no token, too large...) is a RegistryError.
         with Progress.for_output(out) as bars:
@@ -248,6 +258,12 @@ def register(cli: Commands) -> None:
         help="follow the build until it succeeds or fails (default: on a terminal only)",
     )
     p.add_argument("--timeout", type=seconds, default=900.0, metavar="SECONDS", help="how long --wait waits (900)")
+    p.add_argument(
+        "--oidc-token",
+        metavar="FILE",
+        help="trusted publishing: exchange the CI job's OIDC ID token in FILE ('-': stdin) for a short-lived "
+        f"publish token, instead of using --token (env {oidc.OIDC_TOKEN_ENV} holds the token itself)",
+    )
 
     p = cli.leaf("extension", "yank", _cmd_yank, "yank a version (resolution stops choosing it), or --undo that")
     p.add_argument("name", metavar="NAME")
