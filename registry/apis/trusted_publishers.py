@@ -83,6 +83,7 @@ _AUTH_ERRORS = {
     403: _error("forbidden: not an owner, or the token lacks the scope owners:NAME"),
     429: _error("rate_limited: too many writes, or failed authentications, from this address"),
 }
+_BODY_ERRORS = {415: _error("unsupported_media_type: the body is not JSON")}
 PUBLISHER_ID_PARAM = OpenApiParameter("publisher_id", int, OpenApiParameter.PATH, description="the publisher's id")
 
 # --- input ---------------------------------------------------------------------------------------
@@ -151,6 +152,7 @@ class TrustedPublishersApi(ApiView):
             400: _error("bad_request: an issuer not allow-listed, bad claims or audience, an invalid name"),
             **_AUTH_ERRORS,
             409: _error("name_taken: reserved, confusable with someone else's name, or reserved by another user"),
+            **_BODY_ERRORS,
         },
         tags=["trusted publishing"],
     )
@@ -177,6 +179,7 @@ class TrustedPublishersApi(ApiView):
             400: _error("bad_request: no id"),
             **_AUTH_ERRORS,
             404: _error("not_found: no such extension or publisher"),
+            **_BODY_ERRORS,
         },
         tags=["trusted publishing"],
     )
@@ -245,6 +248,7 @@ class TrustedPublishingExchangeApi(ApiView):
             403: _error("forbidden: a valid token that no usable trusted publisher matches"),
             429: _error("rate_limited: too many refused exchanges or writes from this address"),
             503: _error("issuer_unavailable: the issuer's keys could not be fetched"),
+            **_BODY_ERRORS,
         },
         tags=["trusted publishing"],
     )
