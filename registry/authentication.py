@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.http import HttpRequest
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
@@ -40,7 +41,7 @@ def _ip_address(text: str | None) -> str | None:
     return text
 
 
-def client_address(request: Request) -> str | None:
+def client_address(request: Request | HttpRequest) -> str | None:
     """The client's address (REMOTE_ADDR, or X-Forwarded-For behind REGISTRY_NUM_PROXIES proxies),
     or None when that is not an IP address."""
     xff = request.META.get("HTTP_X_FORWARDED_FOR")
@@ -62,10 +63,10 @@ class AuthFailureThrottle(SimpleRateThrottle):
     def get_rate(self) -> str:
         return str(settings.REGISTRY_RATE_AUTH_FAILURE)
 
-    def get_cache_key(self, request: Request, view: Any) -> str:
+    def get_cache_key(self, request: Request | HttpRequest, view: Any) -> str:
         return self.cache_format % {"scope": self.scope, "ident": client_address(request) or "unknown"}
 
-    def blocked_for(self, request: Request) -> int | None:
+    def blocked_for(self, request: Request | HttpRequest) -> int | None:
         """Seconds to wait when this address has failed too often, else None (nothing recorded)."""
         self.key = self.get_cache_key(request, None)
         self.history = self.cache.get(self.key, [])
@@ -77,10 +78,23 @@ class AuthFailureThrottle(SimpleRateThrottle):
             return max(1, int(wait or 1))
         return None
 
-    def record_failure(self, request: Request) -> None:
+    def record_failure(self, request: Request | HttpRequest) -> None:
         self.blocked_for(request)
         self.history.insert(0, self.now)
         self.cache.set(self.key, self.history, self.duration)
+
+
+def record_auth_failure(request: Request | HttpRequest, reason: str, token_text: str = "") -> None:
+    """Count a failed authentication against the address (AuthFailureThrottle) and audit it; for
+    the API's authenticators and the web login alike (a Django or a DRF request)."""
+    AuthFailureThrottle().record_failure(request)
+    AuditEvent.objects.create(
+        action=AuditEvent.Action.AUTH_FAILURE,
+        address=client_address(request),
+        token_prefix=token_text[:12] if token_text.startswith("pvr_") else "",
+        details={"reason": reason, "path": request.path[:200], "method": request.method},
+    )
+    log.info("authentication failed from %s: %s", client_address(request), reason)
 
 
 def _fail(
@@ -90,15 +104,7 @@ def _fail(
     *,
     allowed: str = "send a valid token as 'Authorization: Bearer pvr_...'",
 ) -> exceptions.AuthenticationFailed:
-    throttle = AuthFailureThrottle()
-    throttle.record_failure(request)
-    AuditEvent.objects.create(
-        action=AuditEvent.Action.AUTH_FAILURE,
-        address=client_address(request),
-        token_prefix=token_text[:12] if token_text.startswith("pvr_") else "",
-        details={"reason": reason, "path": request.path[:200], "method": request.method},
-    )
-    log.info("authentication failed from %s: %s", client_address(request), reason)
+    record_auth_failure(request, reason, token_text)
     return exceptions.AuthenticationFailed(f"{reason}; {allowed}")
 
 

@@ -66,6 +66,10 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "registry.urls"
+# The web catalog's login (for owners managing trusted publishers; registry.account_views).
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "catalog-home"
+LOGOUT_REDIRECT_URL = "catalog-home"
 WSGI_APPLICATION = "registry.wsgi.application"
 APPEND_SLASH = False
 

@@ -7,7 +7,7 @@ from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
 from builds import apis as build_apis
 from builds import metrics as build_metrics
 from builds import views as build_views
-from registry import metrics, views
+from registry import account_views, metrics, views
 from registry.apis import catalog, downloads, oci, owners, resolve, schema, tokens, trusted_publishers, yank
 from registry.trust import views as trust_views
 
@@ -18,9 +18,16 @@ urlpatterns = [
     path("", views.home, name="catalog-home"),
     path("search", views.search, name="catalog-search"),
     path("extensions/<str:name>/", views.extension_page, name="catalog-extension"),
+    path(
+        "extensions/<str:name>/trusted-publishers/",
+        account_views.trusted_publishers_page,
+        name="catalog-trusted-publishers",
+    ),
     path("extensions/<str:name>/<str:version>/", views.version_page, name="catalog-version"),
     path("builds/<str:build_id>/", build_views.build_page, name="catalog-build"),
     path("healthz", views.healthz, name="healthz"),
+    path("accounts/login/", account_views.ThrottledLoginView.as_view(), name="login"),
+    path("accounts/logout/", account_views.CatalogLogoutView.as_view(), name="logout"),
     # GET searches (registry.apis.catalog), POST publishes (builds.apis).
     path(f"{api}extensions/", build_apis.ExtensionsApi.as_view(), name="extension-publish"),
     path(f"{api}extensions/providers", catalog.ProvidersApi.as_view(), name="providers"),
