@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Mapping
@@ -53,6 +54,7 @@ USER_AGENT = "provisioning-registry (trusted publishing)"
 # How a claim is shown in the audit log and in messages (values of hostile tokens are bounded).
 _MAX_SHOWN_CLAIMS = 50
 _MAX_SHOWN_CHARS = 300
+_LAST_TIMESTAMP = 253402300799  # 9999-12-31T23:59:59Z, the last moment a datetime can hold
 
 
 class TokenRefused(Unauthenticated):
@@ -78,19 +80,27 @@ class IssuerUnavailable(RegistryError):
         self.problem = problem
 
 
+def shown_text(text: str, limit: int = _MAX_SHOWN_CHARS) -> str:
+    """Text from a token, as it may be stored and shown: bounded, and without NUL (which
+    PostgreSQL refuses in text and JSON), written ``\\u0000`` instead."""
+    text = text.replace("\x00", "\\u0000")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def shown_value(value: Any) -> Any:
     """A claim's value as the audit log and messages show it: bounded, JSON-serialisable."""
-    if value is None or isinstance(value, bool | int | float):
+    if value is None or isinstance(value, bool | int):
         return value
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
-    return text if len(text) <= _MAX_SHOWN_CHARS else text[: _MAX_SHOWN_CHARS - 1] + "…"
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    return shown_text(value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str))
 
 
 def shown_claims(claims: Mapping[str, Any]) -> dict[str, Any]:
     """At most 50 claims (by name), each value bounded: what an exchange records of a token.
     ID tokens carry no secrets in their claims; the token itself (a bearer credential until it
     expires) is never recorded."""
-    return {str(k)[:64]: shown_value(claims[k]) for k in sorted(claims, key=str)[:_MAX_SHOWN_CLAIMS]}
+    return {shown_text(str(k), 64): shown_value(claims[k]) for k in sorted(claims, key=str)[:_MAX_SHOWN_CLAIMS]}
 
 
 @dataclass(frozen=True)
@@ -128,7 +138,7 @@ class VerifiedToken:
 
     @property
     def expires_at(self) -> datetime:
-        return datetime.fromtimestamp(int(self.claims["exp"]), tz=UTC)
+        return datetime.fromtimestamp(min(int(self.claims["exp"]), _LAST_TIMESTAMP), tz=UTC)
 
     def audit(self) -> dict[str, Any]:
         return {

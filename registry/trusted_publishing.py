@@ -452,8 +452,8 @@ def _record_refusal(exc: RegistryError, *, token: Any, name: str | None, address
     services.audit(
         action=AuditEvent.Action.OIDC_EXCHANGE_REFUSED,
         actor=Actor(user=None, address=address),
-        extension=(name or "")[:64],
-        details={"reason": reason, "status": exc.status, "message": exc.message[:500], **facts},
+        extension=name if name and is_valid_name(name) else "",
+        details={"reason": reason, "status": exc.status, "message": oidc.shown_text(exc.message, 500), **facts},
     )
 
 

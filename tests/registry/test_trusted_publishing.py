@@ -383,6 +383,19 @@ def test_claims_that_differ_by_one_character_are_refused_without_saying_which(wo
     assert set(error["details"][0]) == {"reason", "issuer", "audience", "claims"}
 
 
+def test_hostile_claims_are_recorded_safely(world: World) -> None:
+    # NUL (which PostgreSQL refuses in text and JSON), NaN, huge numbers, deep values, long text.
+    hostile = {"repository": "acme/kv\x00store", "k\x00": "v", "score": float("nan"), "big": 10**300}
+    hostile |= {"deep": [[[[{"a": "b" * 10_000}]]]], "exp": 10**11}
+    error = refused(world, world.exchange(world.mint(**hostile)), 403, "no_match")
+    assert "u0000store" in error["message"] and "\x00" not in error["message"]
+    row = AuditEvent.objects.get(action=AuditEvent.Action.OIDC_EXCHANGE_REFUSED)
+    assert row.details["claims"]["k\\u0000"] == "v" and row.details["claims"]["score"] == "nan"
+    assert len(row.details["claims"]["deep"]) <= 300
+    unverified = world.issuer.mint(**hostile)[:-5] + "AAAAA"  # its signature broken: recorded unverified
+    refused(world, world.exchange(unverified), 401, "signature")
+
+
 def test_a_claim_of_another_type_never_matches(world: World) -> None:
     refused(world, world.exchange(world.mint(repository=["acme/kv-store"])), 403, "no_match")
 
