@@ -303,20 +303,25 @@ def publisher_add(
         if extension is None:
             # All of the user's pending publishers of a name share one reservation.
             rows.exclude(pk=row.pk).update(reserved_until=row.reserved_until)
+        reservation = {"reserved_until": row.reserved_until.isoformat()} if row.reserved_until else {}
         services.audit(
             action=AuditEvent.Action.PUBLISHER_ADD,
             actor=actor,
             extension=name,
-            details={
-                "publisher": row.pk,
-                "pending": extension is None,
-                "issuer": issuer,
-                "audience": audience,
-                "claims": wanted,
-                **({"reserved_until": row.reserved_until.isoformat()} if row.reserved_until else {}),
-            },
+            details={**_facts(row), **reservation},
         )
     return row, True
+
+
+def _facts(publisher: TrustedPublisher) -> dict[str, Any]:
+    """What the audit log records of a publisher."""
+    return {
+        "publisher": publisher.pk,
+        "pending": publisher.extension_id is None,
+        "issuer": publisher.issuer,
+        "audience": publisher.audience,
+        "claims": publisher.claims,
+    }
 
 
 def publisher_remove(*, actor: Actor, name: str, publisher_id: int) -> TrustedPublisher:
@@ -342,11 +347,7 @@ def publisher_remove(*, actor: Actor, name: str, publisher_id: int) -> TrustedPu
             actor=actor,
             extension=name,
             details={
-                "publisher": row.pk,
-                "pending": row.extension_id is None,
-                "issuer": row.issuer,
-                "audience": row.audience,
-                "claims": row.claims,
+                **_facts(row),
                 "revoked_tokens": revoked,
             },
         )
