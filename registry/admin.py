@@ -10,7 +10,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from registry.models import ApiToken, AuditEvent, Extension, Ownership, Version
+from registry.models import ApiToken, AuditEvent, Extension, Ownership, TrustedPublisher, Version
 
 
 class OwnershipInline(admin.TabularInline):
@@ -67,6 +67,20 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # revoke instead (the API): a deleted token must leave a trace for its builds
+
+
+@admin.register(TrustedPublisher)
+class TrustedPublisherAdmin(admin.ModelAdmin):
+    list_display = ("id", "extension", "pending_name", "issuer", "added_by", "reserved_until", "last_used_at")
+    list_filter = ("issuer",)
+    search_fields = ("extension__name", "pending_name", "added_by__username")
+    readonly_fields = tuple(f.name for f in TrustedPublisher._meta.concrete_fields)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # through the API or the catalog page (checked and audited)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # likewise: removing one also revokes its live tokens
 
 
 @admin.register(AuditEvent)
