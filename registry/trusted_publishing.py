@@ -12,9 +12,11 @@ names at a time. So a pending publisher can hold a name for a while, never block
 
 **The exchange.** The token is verified (registry.oidc), then matched: a publisher matches when
 its issuer is the token's, its audience is among the token's, and each of its claims equals the
-token's claim of that name exactly (strings only; no normalisation). The token's ``jti`` is
-recorded when the exchange succeeds, in the transaction that creates the publish token, so a
-token is exchanged once; a refused exchange does not consume it. The answer is an API token of
+token's claim of that name exactly (strings only; no normalisation). The ``jti`` of every token
+that verifies is recorded before it is matched, so a token is seen once: exchanged, or refused,
+it cannot be tried again (not even with another ``name``: a probe of what a token matches costs a
+fresh token each time); a token that does not verify is never recorded, so nobody can use up
+another's token ID with a forgery. The answer is an API token of
 the user who registered the publisher (who must still be an active owner; for a pending one,
 whose reservation must still hold), scoped ``publish:NAME``, expiring after
 REGISTRY_OIDC_TOKEN_SECONDS (15 minutes at most), that records the publisher and the verified
@@ -23,7 +25,7 @@ answered that are still live.
 
 **What a refusal says.** Invalid tokens (malformed, an algorithm other than an asymmetric one,
 an issuer not allow-listed, an unknown key, a bad signature, expired, not yet valid, a missing
-claim, a ``jti`` already exchanged) are 401 and say which check failed. A valid token that no
+claim, a ``jti`` already presented) are 401 and say which check failed. A valid token that no
 publisher matches is 403 and says so *without* saying which publisher came closest or which of
 its claims differed (that would let anyone who can mint tokens of some identity learn other
 extensions' configuration claim by claim); it shows the token's own issuer, audience and usual
@@ -414,8 +416,8 @@ def _choose(verified: oidc.VerifiedToken, name: str | None, registry_url: str) -
     if len(by_name) > 1:
         names = ", ".join(sorted(by_name))
         raise BadRequest(
-            f"this token matches the trusted publishers of several extensions ({names}): say which one with "
-            '"name" in the request (the token was not used up)',
+            f"this token matches the trusted publishers of several extensions ({names}): ask the issuer for "
+            'another token and say which extension with "name" in the request (a token is used once)',
             details=[{"reason": "ambiguous", "names": sorted(by_name)}],
         )
     ((target, candidates),) = by_name.items()
@@ -468,6 +470,7 @@ def exchange(*, token: str, name: str | None, address: str | None, registry_url:
             raise BadRequest(f"name: {name[:80]!r} is not a valid extension name")
         unverified = oidc.peek(token)
         verified = oidc.verify(token, unverified)
+        _record_use(verified)
         publisher = _choose(verified, name, registry_url)
         return _issue(verified, publisher, address)
     except RegistryError as exc:
@@ -475,23 +478,30 @@ def exchange(*, token: str, name: str | None, address: str | None, registry_url:
         raise
 
 
-def _issue(verified: oidc.VerifiedToken, publisher: TrustedPublisher, address: str | None) -> Exchanged:
+def _record_use(verified: oidc.VerifiedToken) -> None:
+    """Record a verified token's ID, committed at once (whatever the exchange's outcome), or refuse
+    it as a replay. A unique key decides, so of two exchanges of one token at once, one goes on."""
     now = timezone.now()
     leeway = timedelta(seconds=float(settings.REGISTRY_OIDC_LEEWAY))
-    user = publisher.added_by
-    target = publisher.name
+    key = hashlib.sha256(f"{verified.issuer}\0{verified.jti}".encode()).hexdigest()
     with transaction.atomic():
         OidcTokenUse.objects.filter(expires_at__lt=now).delete()  # IDs that could no longer be accepted anyway
-        key = hashlib.sha256(f"{verified.issuer}\0{verified.jti}".encode()).hexdigest()
         try:
             with transaction.atomic():
                 OidcTokenUse.objects.create(key=key, expires_at=verified.expires_at + leeway)
         except IntegrityError:
             raise oidc.TokenRefused(
                 "replayed",
-                f"this token (jti {oidc.shown_value(verified.jti)!r}) was already exchanged: a token is exchanged "
+                f"this token (jti {oidc.shown_value(verified.jti)!r}) was already presented: a token is exchanged "
                 "once; ask the issuer for a new one",
             ) from None
+
+
+def _issue(verified: oidc.VerifiedToken, publisher: TrustedPublisher, address: str | None) -> Exchanged:
+    now = timezone.now()
+    user = publisher.added_by
+    target = publisher.name
+    with transaction.atomic():
         secret = generate_token()
         said = verified.claims
         identity = said.get("repository") or said.get("project_path") or said.get("sub") or verified.issuer

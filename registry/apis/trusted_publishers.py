@@ -243,7 +243,7 @@ class TrustedPublishingExchangeApi(ApiView):
             400: _error("bad_request: no token, an invalid name, or a token that matches several extensions"),
             401: _error(
                 "unauthenticated: the token is invalid (malformed, algorithm, issuer, key, signature, "
-                "expired, not yet valid, already exchanged)"
+                "expired, not yet valid, already presented)"
             ),
             403: _error("forbidden: a valid token that no usable trusted publisher matches"),
             429: _error("rate_limited: too many refused exchanges or writes from this address"),

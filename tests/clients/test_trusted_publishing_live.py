@@ -88,7 +88,7 @@ def test_a_ci_job_publishes_a_new_extension_with_nothing_but_its_oidc_token(
     package = build(capsys, tmp_path / "v3", "kvstore", "0.3.0")
     replayed = cli(capsys, registry, home, "extension", "publish", package, "--oidc-token", jwt_file)
     assert replayed.code == 1
-    assert "already exchanged" in replayed.err and "Traceback" not in replayed.err
+    assert "already presented" in replayed.err and "Traceback" not in replayed.err
     jwt_file.write_text(issuer.mint(audience=registry.url, **{**CLAIMS, "repository": "mallory/kv-store"}))
     stranger = cli(
         capsys, registry, home, "--output", "json", "extension", "publish", package, "--oidc-token", jwt_file

@@ -253,17 +253,27 @@ def test_a_replayed_token_is_refused(world: World) -> None:
     issued = tokens_issued()
     response = world.exchange(jwt)
     assert response.status_code == 401
-    assert "already exchanged" in response.json()["error"]["message"]
+    assert "already presented" in response.json()["error"]["message"]
     assert tokens_issued() == issued
     row = AuditEvent.objects.filter(action=AuditEvent.Action.OIDC_EXCHANGE_REFUSED).get()
     assert row.details["reason"] == "replayed" and row.details["verified"] is True
 
 
-def test_a_refused_exchange_does_not_use_the_token_up(world: World) -> None:
+def test_a_token_is_tried_once_so_probing_what_it_matches_costs_a_new_token(world: World) -> None:
     jwt = world.mint()
     assert world.exchange(jwt, name="containerd").status_code == 403  # wrong extension: refused
-    assert world.exchange(jwt, name="etcd").status_code == 201  # the same token, for the right one
+    again = world.exchange(jwt, name="etcd")  # the same token, for the right one: seen already
+    assert again.status_code == 401 and "already presented" in again.json()["error"]["message"]
     assert OidcTokenUse.objects.count() == 1
+    assert world.exchange(world.mint(), name="etcd").status_code == 201
+
+
+def test_a_forged_token_does_not_use_up_the_id_it_names(world: World) -> None:
+    genuine = world.mint()
+    header, payload, _ = genuine.split(".")
+    assert world.exchange(f"{header}.{payload}.{'A' * 342}").status_code == 401  # its signature forged
+    assert OidcTokenUse.objects.count() == 0
+    assert world.exchange(genuine).status_code == 201
 
 
 def test_used_token_ids_are_pruned_once_they_could_no_longer_be_accepted(world: World) -> None:
@@ -413,11 +423,10 @@ def test_a_token_for_extension_a_cannot_publish_extension_b(world: World) -> Non
 
 def test_a_token_matching_several_extensions_must_name_one(world: World) -> None:
     add_publisher(world.client, world.token, "containerd", world.issuer.url)  # the same identity as etcd's
-    jwt = world.mint()
-    response = world.exchange(jwt)
+    response = world.exchange(world.mint())
     assert response.status_code == 400
-    assert "containerd, etcd" in response.json()["error"]["message"]
-    granted = world.exchange(jwt, name="containerd")  # not used up: the same token, naming one
+    assert "containerd, etcd" in response.json()["error"]["message"] and '"name"' in response.json()["error"]["message"]
+    granted = world.exchange(world.mint(), name="containerd")
     assert granted.status_code == 201 and granted.json()["data"]["scopes"] == ["publish:containerd"]
 
 

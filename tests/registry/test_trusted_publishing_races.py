@@ -73,7 +73,7 @@ def test_one_token_exchanged_by_many_requests_at_once_gives_one_publish_token(
     answers = at_once([lambda: httpx.post(url, json={"token": jwt}, timeout=60) for _ in range(8)])
     statuses = sorted(a.status_code for a in answers)
     assert statuses == [201] + [401] * 7, [a.json() for a in answers]
-    assert all("already exchanged" in a.json()["error"]["message"] for a in answers if a.status_code == 401)
+    assert all("already presented" in a.json()["error"]["message"] for a in answers if a.status_code == 401)
 
 
 def test_two_users_reserving_one_name_at_once_leave_it_to_one(live: tuple[LiveRegistry, Issuer]) -> None:
