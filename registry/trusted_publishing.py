@@ -65,8 +65,41 @@ MAX_CLAIM_CHARS = 512
 #: (GitHub Actions: ``repository``, ``repository_id``; GitLab: ``project_path``, ``project_id``;
 #: any issuer: ``sub``). Without one, every job of the issuer (anyone's) would match.
 IDENTIFYING_CLAIMS = ("sub", "repository", "repository_id", "project_path", "project_id")
-#: Claims the registry checks itself; a publisher cannot name them.
-CHECKED_CLAIMS = frozenset({"iss", "aud", "exp", "nbf", "iat", "jti"})
+#: The claims a publisher may require: those that say who a CI job is and what it runs, as the
+#: issuers in use put them in their ID tokens (per-run claims such as run or pipeline ids and
+#: commit digests never identify a publisher, and the registry checks iss, aud, exp, nbf, iat and
+#: jti itself). A fixed list, like PyPI's per-provider fields: a typo'd claim name is refused
+#: instead of matching nothing, and the OpenAPI document can say exactly what is allowed.
+CLAIM_NAMES = (
+    *IDENTIFYING_CLAIMS,
+    # any issuer
+    "email",
+    "azp",
+    # GitHub Actions
+    "repository_owner",
+    "repository_owner_id",
+    "repository_visibility",
+    "workflow",
+    "workflow_ref",
+    "job_workflow_ref",
+    "ref",
+    "ref_type",
+    "environment",
+    "event_name",
+    "actor",
+    "actor_id",
+    "runner_environment",
+    "enterprise",
+    # GitLab CI
+    "namespace_path",
+    "namespace_id",
+    "ref_path",
+    "pipeline_source",
+    "ci_config_ref_uri",
+    "deployment_tier",
+    "user_login",
+    "user_id",
+)
 #: The token's claims a refusal shows (fixed, so the list says nothing about any publisher).
 SHOWN_CLAIMS = (
     "sub",
@@ -79,8 +112,11 @@ SHOWN_CLAIMS = (
     "environment",
     "project_path",
 )
-_CLAIM_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+#: What a publisher's claim values and audience may be: the one definition, used by the checks
+#: below and documented as such in the OpenAPI document (registry.apis.trusted_publishers).
+CLAIM_VALUE_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]+$"  # no control characters (C0, DEL, C1)
+AUDIENCE_PATTERN = r"^[^\x00-\x1f\x7f-\x9f ]([^\x00-\x1f\x7f-\x9f]*[^\x00-\x1f\x7f-\x9f ])?$"
+MAX_AUDIENCE_CHARS = 255
 
 
 # --- what a publisher is ----------------------------------------------------------------------------
@@ -108,7 +144,7 @@ def _check_issuer(issuer: str) -> str:
 
 
 def _check_audience(audience: str) -> str:
-    if not audience or len(audience) > 255 or _CONTROL_RE.search(audience) or audience != audience.strip():
+    if len(audience) > MAX_AUDIENCE_CHARS or not re.fullmatch(AUDIENCE_PATTERN, audience):
         raise BadRequest(
             "audience: use 1 to 255 characters without surrounding spaces or control characters "
             "(by default the registry's URL)",
@@ -128,12 +164,12 @@ def _check_claims(claims: object) -> dict[str, str]:
     if len(claims) > MAX_CLAIMS:
         raise bad("claims", f"{len(claims)} claims: at most {MAX_CLAIMS}")
     for name, value in claims.items():
-        path = f"claims.{str(name)[:64]}"
-        if not isinstance(name, str) or not _CLAIM_NAME_RE.match(name):
-            raise bad(path, "a claim name is a letter or _ then letters, digits or _, at most 64 characters")
-        if name in CHECKED_CLAIMS:
+        path = f"claims.{oidc.shown_text(str(name), 64)}"
+        if name in ("iss", "aud", "exp", "nbf", "iat", "jti"):
             raise bad(path, f"{name} is checked by the registry itself (issuer, audience, times, ID); leave it out")
-        if not isinstance(value, str) or not value or len(value) > MAX_CLAIM_CHARS or _CONTROL_RE.search(value):
+        if name not in CLAIM_NAMES:
+            raise bad(path, f"not a claim a trusted publisher can require; use: {', '.join(CLAIM_NAMES)}")
+        if not isinstance(value, str) or len(value) > MAX_CLAIM_CHARS or not re.fullmatch(CLAIM_VALUE_PATTERN, value):
             raise bad(path, f"the value must be text of 1 to {MAX_CLAIM_CHARS} characters without control characters")
     if not any(name in claims for name in IDENTIFYING_CLAIMS):
         raise bad(

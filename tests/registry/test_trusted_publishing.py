@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from builds.models import Build
 from registry.models import ApiToken, AuditEvent, Extension, OidcTokenUse, TrustedPublisher, Version
+from registry.trusted_publishing import CLAIM_NAMES
 from tests.oidc_issuer import Issuer, SigningKey, rsa_key
 
 pytest_plugins = ["tests.factories"]
@@ -176,7 +177,7 @@ def test_the_exchanged_token_cannot_mint_longer_lived_tokens_nor_act_as_the_owne
     created = world.client.post(
         "/api/v1/tokens/", {"name": "forever", "scopes": ["publish:etcd"]}, content_type="application/json", **auth
     )
-    assert created.status_code == 403 and "cannot create tokens" in created.json()["error"]["message"]
+    assert created.status_code == 403 and "may not manage tokens" in created.json()["error"]["message"]
     assert world.client.get("/api/v1/tokens/", **auth).status_code == 403
     victim = ApiToken.objects.filter(user=world.alice, trusted_publisher=None).first()
     assert victim is not None
@@ -625,11 +626,16 @@ def test_an_ordinary_publish_by_the_reserving_user_adopts_the_pending_publishers
         ({"claims": {"workflow": "release"}}, "at least one claim that says whose workload"),
         ({"claims": {}}, "give the claims a token must carry"),
         ({"claims": {"repository": "acme/x", "aud": "x"}}, "checked by the registry itself"),
-        ({"claims": {"repository": "acme/x", "bad-name": "x"}}, "a claim name is"),
+        ({"claims": {"repository": "acme/x", "bad-name": "x"}}, "not a claim a trusted publisher can require"),
+        ({"claims": {"repository": "acme/x", "run_id": "1"}}, "use: sub, repository"),
         ({"claims": {"repository": "acme/x\u0007"}}, "without control characters"),
-        ({"claims": {"repository": "acme/x\u0000"}}, "Null characters are not allowed"),
+        ({"claims": {"repository": "acme/x\u0000"}}, "without control characters"),
+        ({"claims": {"repository": "acme/x\u0085"}}, "without control characters"),
+        ({"claims": {"repository": "acme/x", "workflow": 5}}, "the value must be text"),
+        ({"claims": ["repository", "acme/x"]}, "Expected an object"),
+        ({"audience": "\u0085x"}, "audience"),
         ({"claims": {"repository": "a" * 513}}, "512"),
-        ({"claims": {f"c{i}": "x" for i in range(16)} | {"sub": "x"}}, "at most 16"),
+        ({"claims": dict.fromkeys(CLAIM_NAMES[:17], "x")}, "at most 16"),
         ({"issuer": "https://evil.example"}, "not an issuer this registry trusts"),
         ({"audience": " padded"}, "audience"),
     ],
