@@ -6,6 +6,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 TOOLS := $(CURDIR)/.tools
 NU_VERSION ?= 0.108.0
+AXE_VERSION ?= 4.14.1
 PORT ?= 8000
 export PATH := $(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 export REGISTRY_DATA_DIR ?= $(CURDIR)/var
@@ -34,7 +35,14 @@ $(TOOLS)/bin/nu:
 	  ln -sf $(TOOLS)/node_modules/@nushell/linux-x64/bin/nu $(TOOLS)/bin/nu; \
 	else echo "warning: npm not found; Nushell checks will be reported as skipped"; fi
 
-tools: $(TOOLS)/bin/nu
+# axe-core (from npm): the accessibility engine the browser tests inject into every catalog page.
+$(TOOLS)/node_modules/axe-core/axe.min.js:
+	@mkdir -p $(TOOLS)
+	@if command -v npm >/dev/null; then \
+	  npm install --silent --no-audit --no-fund --prefix $(TOOLS) axe-core@$(AXE_VERSION); \
+	else echo "warning: npm not found; the accessibility audit will be reported as skipped"; fi
+
+tools: $(TOOLS)/bin/nu $(TOOLS)/node_modules/axe-core/axe.min.js
 
 # Debian packages for the real services the tests start themselves (PostgreSQL, Redis, the CNCF
 # distribution registry, nginx in front of the registry as docs/deploy.md configures it), the

@@ -2,53 +2,20 @@
 install`) against pytest-django's live server. A person searches from the home page, opens a
 result, reads its README and versions, follows a dependency, and opens the build log; the
 stylesheet and the script load under the Content-Security-Policy (no console errors, no CSP
-violations), and a screenshot of each step is written.
-
-Missing Chromium or Playwright skips locally and fails under CI=true (`make services` installs
-Chromium; requirements-dev.txt pins Playwright)."""
+violations), axe-core finds no serious or critical violation on any page, and a screenshot of
+each step is kept under var/screenshots/ (tests/browser/conftest.py)."""
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.test import Client
 
-from tests.conftest import require
+from tests.browser.conftest import BrowserPage, assert_accessible, screenshot
 
 pytestmark = pytest.mark.browser
-
-CHROMIUM_FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-
-
-def chromium_path() -> str | None:
-    for candidate in (os.environ.get("CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium")):
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    return None
-
-
-@pytest.fixture
-def chromium() -> str:
-    path = chromium_path()
-    require(path is not None, "Chromium (/usr/bin/chromium)")
-    require(importlib.util.find_spec("playwright") is not None, "Playwright (pip install playwright)")
-    assert path is not None
-    return path
 
 
 @pytest.fixture
@@ -83,55 +50,25 @@ def published(transactional_db: None, tmp_path: Path) -> dict[str, Any]:
     return {"etcd": etcd, "kubernetes": kubernetes}
 
 
-@pytest.fixture
-def browser_page(chromium: str, tmp_path: Path) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    home = tmp_path / "chromium-home"
-    home.mkdir()
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=chromium,
-            headless=True,
-            args=CHROMIUM_FLAGS,
-            env={**os.environ, "HOME": str(home)},
-        )
-        try:
-            context = browser.new_context(viewport={"width": 1280, "height": 900})
-            page = context.new_page()
-            page.set_default_timeout(15_000)
-            yield page
-        finally:
-            browser.close()
-
-
-def screenshot(page: Any, path: Path) -> None:
-    page.screenshot(path=str(path), full_page=True)
-    data = path.read_bytes()
-    assert data.startswith(PNG_SIGNATURE) and len(data) > 1000, path
-
-
 def test_a_person_searches_reads_follows_a_dependency_and_opens_the_build_log(
-    live_server: Any, published: dict[str, Any], browser_page: Any, tmp_path: Path
+    live_server: Any, published: dict[str, Any], browser_page: BrowserPage, axe_source: str
 ) -> None:
-    page = browser_page
-    problems: list[str] = []
-    page.on("console", lambda message: problems.append(message.text) if message.type == "error" else None)
-    page.on("pageerror", lambda error: problems.append(str(error)))
-    page.on("requestfailed", lambda request: problems.append(f"request failed: {request.url}"))
+    page = browser_page.page
 
     # The home page: search from the big search box.
     page.goto(f"{live_server.url}/")
     assert page.title() == "Provisioning extensions"
     # The stylesheet applied (a served file, allowed by the CSP).
     assert page.eval_on_selector(".site-header", "e => getComputedStyle(e).backgroundColor") == "rgb(19, 35, 58)"
-    screenshot(page, tmp_path / "1-home.png")
+    screenshot(page, "catalog-1-home")
+    assert_accessible(page, axe_source)
     page.get_by_label("Search extensions by name, description or keyword").fill("kube")
     page.locator(".hero-search button[type=submit]").click()
     page.wait_for_url("**/search?q=kube")
     assert page.locator("ol.results > li").count() == 1
     assert page.locator("#header-q").input_value() == "kube"  # the header's box shows the query
-    screenshot(page, tmp_path / "2-search.png")
+    screenshot(page, "catalog-2-search")
+    assert_accessible(page, axe_source)
 
     # Open the result: README rendered, versions table, install command with its copy button.
     page.get_by_role("link", name="kubernetes", exact=True).click()
@@ -144,7 +81,8 @@ def test_a_person_searches_reads_follows_a_dependency_and_opens_the_build_log(
     assert page.locator(".install pre code").first.inner_text() == "provisioning taskserv create kubernetes --infra DIR"
     # The script ran (its buttons are hidden without it).
     assert page.locator("button.copy").first.is_visible()
-    screenshot(page, tmp_path / "3-kubernetes.png")
+    screenshot(page, "catalog-3-kubernetes")
+    assert_accessible(page, axe_source)
 
     # Follow the dependency to etcd: two versions, the yanked one marked with its reason.
     page.locator("#dependencies").get_by_role("link", name="etcd", exact=True).click()
@@ -156,21 +94,24 @@ def test_a_person_searches_reads_follows_a_dependency_and_opens_the_build_log(
     assert "data loss on restart" in rows.nth(1).inner_text()
     assert page.locator("#dependents").get_by_role("link", name="kubernetes").count() == 1
     assert page.locator("article.readme pre code").inner_text().strip() == "etcdctl get key"
-    screenshot(page, tmp_path / "4-etcd.png")
+    screenshot(page, "catalog-4-etcd")
+    assert_accessible(page, axe_source)
 
     # The version page, then its build log.
     page.locator("table.versions").get_by_role("link", name="3.5.12", exact=True).click()
     page.wait_for_url("**/extensions/etcd/3.5.12/")
     assert page.locator("#files table tbody tr").count() >= 3
     assert page.locator(".install pre code").first.inner_text().endswith("--version 3.5.12")
-    screenshot(page, tmp_path / "5-version.png")
+    screenshot(page, "catalog-5-version")
+    assert_accessible(page, axe_source)
     page.get_by_role("link", name="Build log of this version").click()
     page.wait_for_url(f"**/builds/{published['etcd']['id']}/")
     assert page.locator(".title-row .status").inner_text() == "Succeeded"
     steps = page.locator("table.log tbody th").all_inner_texts()
     assert steps == [entry["step"] for entry in published["etcd"]["log"]]
-    screenshot(page, tmp_path / "6-build.png")
+    screenshot(page, "catalog-6-build")
+    assert_accessible(page, axe_source)
     page.get_by_role("link", name="etcd 3.5.12").first.click()
     page.wait_for_url("**/extensions/etcd/3.5.12/")
 
-    assert problems == []
+    assert browser_page.problems == []
