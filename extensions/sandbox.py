@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import dataclasses
 import json
 import logging
@@ -323,6 +324,10 @@ def _zygote_main(fd: int) -> None:  # pragma: no cover - runs in the zygote proc
     sys.path[:] = json.loads(setup)["sys_path"]
     for name in PRELOAD:
         __import__(name)
+    # What is loaded now is shared with every child: frozen out of the collector, a child's
+    # collections do not touch (and so copy) the zygote's pages.
+    gc.collect()
+    gc.freeze()
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
