@@ -16,6 +16,7 @@ downloadable: no answer depends on the yanked state."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
@@ -66,8 +67,25 @@ def package_lookup(*, name: str, canonical: str) -> PackageRef | None:
     with connection.cursor() as cursor:
         cursor.execute(_LOOKUP, [name, canonical])
         row = cursor.fetchone()
-    if row is None:
-        return None
+    return None if row is None else _ref_of_row(row)
+
+
+_BY_DIGEST = (
+    "SELECT v.id, v.extension_id, e.name, v.version, v.sha256, v.size, v.storage_key"
+    " FROM registry_version v JOIN registry_extension e ON e.id = v.extension_id"
+    " WHERE e.name = %s AND v.sha256 = %s"
+)
+
+
+def package_by_digest(*, name: str, sha256: str) -> PackageRef | None:
+    """The package of NAME whose sha256 is this (an OCI layer pull), in one indexed SELECT, or None."""
+    with connection.cursor() as cursor:
+        cursor.execute(_BY_DIGEST, [name, sha256])
+        row = cursor.fetchone()
+    return None if row is None else _ref_of_row(row)
+
+
+def _ref_of_row(row: tuple[Any, ...]) -> PackageRef:
     pk, extension_id, extension, version, sha256, size, key = row
     return PackageRef(pk, extension_id, f"{extension}-{version}.tar.gz", sha256, int(size), key)
 

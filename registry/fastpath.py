@@ -10,6 +10,11 @@
   ``wsgi.file_wrapper`` (gunicorn sends it with sendfile), X-Accel-Redirect, or the presigned
   redirect. The download is counted outside the database (registry.downloadcounts).
 
+- ``GET /v2/extensions/NAME/blobs/sha256:HEX`` (`BlobFastPath`): an OCI client's pull of a
+  package layer, whole (no ``Range``, no ``If-None-Match``), from files storage: the same lookup,
+  cache and file sending as a download, and the headers of registry.apis.oci's blob view; a
+  config blob, a range, a conditional request or object storage goes to the view.
+
 Each hands everything it does not serve — unknown names or versions, bad spellings, other methods,
 database or storage errors — to Django, whose view gives the proper error envelope. Tests check
 that both paths give identical answers, headers included (Django's middleware headers are added
@@ -20,11 +25,13 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
 from extensions.errors import VersionError
 from extensions.names import NAME_RE
+from extensions.oci import REPOSITORY_PREFIX
 from extensions.versions import SemVer
 from registry import delivery, services, storage
 from registry.httpheaders import etag_matches, middleware_headers
@@ -36,7 +43,7 @@ PREFIX = "/api/v1/index/"
 CACHE_CONTROL = "public, max-age=0, must-revalidate"
 _QUERY = "SELECT index_etag, index_json FROM registry_extension WHERE name = %s"
 
-__all__ = ["CACHE_CONTROL", "PREFIX", "DownloadFastPath", "IndexFastPath", "etag_matches"]
+__all__ = ["CACHE_CONTROL", "PREFIX", "BlobFastPath", "DownloadFastPath", "IndexFastPath", "etag_matches"]
 
 StartResponse = Callable[..., Any]
 WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
@@ -156,5 +163,79 @@ class DownloadFastPath:
         start_response(_REASONS[reply.status], reply.headers + self._common)
         if handle is None:
             return []
+        wrapper = environ.get("wsgi.file_wrapper")
+        return wrapper(handle, _BLOCK) if wrapper is not None else _chunks(handle)
+
+
+BLOB_PREFIX = f"/v2/{REPOSITORY_PREFIX}"
+BLOB_MEDIA_TYPE = "application/octet-stream"  # what an OCI blob is served as (registry.apis.oci too)
+OCI_API_VERSION = ("Docker-Distribution-API-Version", "registry/2.0")
+_BLOB_PATH = re.compile(rf"{re.escape(BLOB_PREFIX)}([^/]+)/blobs/sha256:([0-9a-f]{{64}})", re.ASCII)
+
+
+class BlobFastPath:
+    def __init__(self, app: WSGIApp) -> None:
+        self.app = app
+        self._refs: dict[tuple[str, str], delivery.PackageRef] = {}
+        self._common: list[tuple[str, str]] | None = None
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if (
+            path.startswith(BLOB_PREFIX)
+            and environ.get("REQUEST_METHOD") == "GET"
+            and "HTTP_RANGE" not in environ
+            and "HTTP_IF_NONE_MATCH" not in environ
+        ):
+            match = _BLOB_PATH.fullmatch(path)
+            if match and NAME_RE.match(match[1]):
+                answer = self._serve(match[1], match[2], environ, start_response)
+                if answer is not None:
+                    return answer
+        return self.app(environ, start_response)
+
+    def _ref(self, name: str, sha256: str) -> delivery.PackageRef | None:
+        ref = self._refs.get((name, sha256))
+        if ref is None:
+            ref = delivery.package_by_digest(name=name, sha256=sha256)
+            if ref is None:
+                return None  # a config or referrer blob, or none: the view answers
+            if len(self._refs) >= CACHED_REFS:
+                self._refs.clear()
+            self._refs[(name, sha256)] = ref
+        return ref
+
+    def _serve(
+        self, name: str, sha256: str, environ: dict[str, Any], start_response: StartResponse
+    ) -> Iterable[bytes] | None:
+        try:
+            if storage.is_s3():
+                return None  # the view's 307 to a presigned URL
+            ref = self._ref(name, sha256)
+            if ref is None:
+                return None
+            handle = open(storage.file_path(ref.storage_key), "rb")  # noqa: SIM115 - the server closes it
+            if os.fstat(handle.fileno()).st_size != ref.size:
+                handle.close()
+                return None  # not the stored package: the view decides
+        except Exception:
+            log.warning("blob fast path: falling back to the view", exc_info=True)
+            return None
+        if self._common is None:
+            self._common = middleware_headers()
+        digest = f"sha256:{ref.sha256}"
+        headers = [
+            ("Content-Type", BLOB_MEDIA_TYPE),
+            ("Content-Disposition", f'attachment; filename="{ref.filename}"'),
+            ("Content-Length", str(ref.size)),
+            ("Docker-Content-Digest", digest),
+            ("ETag", f'"{digest}"'),
+            ("Accept-Ranges", "bytes"),
+            ("Cache-Control", delivery.IMMUTABLE),
+            OCI_API_VERSION,
+            *self._common,
+        ]
+        services.version_record_download(version=ref)
+        start_response("200 OK", headers)
         wrapper = environ.get("wsgi.file_wrapper")
         return wrapper(handle, _BLOCK) if wrapper is not None else _chunks(handle)

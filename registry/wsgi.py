@@ -8,8 +8,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "registry.settings")
 django_application = get_wsgi_application()
 
 from registry.background import starting  # noqa: E402 - needs the apps loaded
-from registry.fastpath import DownloadFastPath, IndexFastPath  # noqa: E402
+from registry.fastpath import BlobFastPath, DownloadFastPath, IndexFastPath  # noqa: E402
 
-# Index documents and package downloads are answered before Django's request machinery
+# Index documents, package downloads and OCI layer pulls are answered before Django's request machinery
 # (registry/fastpath.py); every process runs its background work (registry/background.py).
-application = starting(DownloadFastPath(IndexFastPath(django_application)))
+application = starting(DownloadFastPath(IndexFastPath(BlobFastPath(django_application))))

@@ -31,8 +31,9 @@ from django.views.decorators.csrf import csrf_exempt
 
 from extensions.oci import INDEX_MEDIA_TYPE, REPOSITORY_PREFIX, accepts, is_tag
 from registry import oci, services, storage
+from registry.delivery import IMMUTABLE
 from registry.errors import StorageUnavailable
-from registry.fastpath import etag_matches
+from registry.fastpath import BLOB_MEDIA_TYPE, OCI_API_VERSION, etag_matches
 from registry.models import Version
 from registry.oci import OciError
 
@@ -40,8 +41,6 @@ log = logging.getLogger(__name__)
 
 READ_METHODS = ("GET", "HEAD")
 JSON = "application/json"
-BLOB_MEDIA_TYPE = "application/octet-stream"
-IMMUTABLE = "public, max-age=31536000, immutable"
 REVALIDATE = "public, max-age=0, must-revalidate"  # a tag can move (a yank)
 MAX_QUERY_DIGITS = 18
 _RANGE_RE = re.compile(r"\s*bytes\s*=\s*(\d{0,18})\s*-\s*(\d{0,18})\s*", re.ASCII)
@@ -86,7 +85,7 @@ def _endpoint(view: View) -> View:
         except Exception:
             log.exception("OCI %s %s failed", request.method, request.path)
             response = _error_response(OciError(500, "UNKNOWN", "internal error; it has been logged"), head=head)
-        response["Docker-Distribution-API-Version"] = "registry/2.0"
+        response[OCI_API_VERSION[0]] = OCI_API_VERSION[1]
         return response
 
     return wrapper
@@ -287,6 +286,8 @@ def blobs(request: HttpRequest, repository: str, digest: str) -> HttpResponseBas
                 handle.seek(start)
                 response = FileResponse(_FileSlice(handle, end - start + 1), content_type=BLOB_MEDIA_TYPE)
         if response.status_code != 307:
+            if blob.storage_key is not None:  # a package: its own file name (not the storage key's)
+                response["Content-Disposition"] = f'attachment; filename="{blob.filename}"'
             response["Content-Length"] = str(end - start + 1)
             if wanted is not None:
                 response.status_code = 206
