@@ -338,6 +338,7 @@ def version_create(
     reupload: Callable[[], IO[bytes]] | None = None,
     reproducible: bool | None = None,
     reproducible_note: str = "",
+    interface: dict[str, Any] | None = None,
 ) -> Version:
     """Commit a stored package as a version: the extension (first publish makes the publisher its
     owner), the version, its dependencies and provides, and the audit event, in one transaction.
@@ -399,6 +400,7 @@ def version_create(
                 published_by=actor.user,
                 reproducible=reproducible,
                 reproducible_note=reproducible_note[:512],
+                interface=interface,
             )
     except IntegrityError:
         if not Version.objects.filter(extension=extension, canonical=canonical).exists():
