@@ -53,7 +53,15 @@ from extensions.manifest import Manifest, ManifestLimits
 from extensions.readme import render_readme
 from extensions.sandbox import Progress
 
-__all__ = ["check", "interface", "limits_from_dict", "limits_to_dict", "package_info_from_dict", "unpack"]
+__all__ = [
+    "check",
+    "interface",
+    "limits_from_dict",
+    "limits_to_dict",
+    "package_info_from_dict",
+    "package_interface",
+    "unpack",
+]
 
 MAX_REPORTED_CHECKS = 100  # results sent back beyond the counts: failed and skipped ones first
 
@@ -221,6 +229,18 @@ def interface(*, progress: Progress, root: str, limits: Mapping[str, Any], home:
     progress.step("interface extraction", log="interface")
     with _home(home):
         return extract_interface(Path(root), limits=InterfaceLimits.from_dict(limits), on_file=on_file)
+
+
+def package_interface(
+    *, progress: Progress, package: str, workdir: str, limits: Mapping[str, Any], interface_limits: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The configuration interface of a published package (for versions published before the
+    registry read interfaces): inspected and extracted into ``workdir/content`` as a publish does
+    (`safe_extract`, with the archive ``limits``), then read as `interface` reads it."""
+    progress.step("archive inspection", log="inspect")
+    work = Path(workdir)
+    safe_extract(Path(package), work / "content", limits=limits_from_dict(limits))
+    return interface(progress=progress, root=str(work / "content"), limits=interface_limits, home=str(work / "home"))
 
 
 @contextlib.contextmanager

@@ -328,6 +328,15 @@ def lock_package(sha256: str) -> None:
     _lock_row(PackageLock, sha256)
 
 
+def version_interface_set(*, version_id: int, interface: dict[str, Any]) -> None:
+    """Store a version's configuration interface read again from its package (`manage.py
+    readinterfaces`). Its extension's row is touched too, so the catalog pages' ETags change."""
+    with transaction.atomic():
+        version = Version.objects.select_for_update().only("extension_id").get(pk=version_id)
+        Version.objects.filter(pk=version_id).update(interface=interface)
+        Extension.objects.filter(pk=version.extension_id).update(updated_at=timezone.now())
+
+
 def version_create(
     *,
     actor: Actor,

@@ -7,6 +7,7 @@ so; a version published before interfaces were read says that instead."""
 from __future__ import annotations
 
 import html
+import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -173,3 +174,52 @@ def test_the_interface_of_an_unknown_extension_or_version_is_a_404(client: Clien
     assert interface(client, "unknown", "1.0.0", 404)["code"] == "not_found"
     assert interface(client, "known", "9.9.9", 404)["message"].startswith("known has no version 9.9.9")
     assert interface(client, "known", "1.0.0+build", 200)["version"] == "1.0.0"
+
+
+# --- python manage.py readinterfaces ---------------------------------------------------------------
+
+
+def readinterfaces(*args: str) -> tuple[str, str, str | None]:
+    from django.core.management import CommandError, call_command
+
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        call_command("readinterfaces", *args, stdout=out, stderr=err)
+    except CommandError as exc:
+        return out.getvalue(), err.getvalue(), str(exc)
+    return out.getvalue(), err.getvalue(), None
+
+
+def test_readinterfaces_reads_the_versions_published_before_from_their_packages(
+    client: Client, publisher: Publisher
+) -> None:
+    publisher("old", "1.0.0", extra_files={"kcl/old.k": SCHEMAS})
+    publisher("old", "1.1.0", extra_files={"kcl/old.k": "schema Newer:\n    a: int\n"})
+    publisher("fresh", "1.0.0", extra_files={"kcl/new.k": "schema New:\n    a: int\n"})
+    stored = interface(client, "old", "1.0.0")
+    Version.objects.filter(extension__name="old").update(interface=None)
+    etag = client.get("/extensions/old/1.0.0/")["ETag"]
+
+    out, err, error = readinterfaces()
+    assert (err, error) == ("", None)
+    assert out.splitlines() == [
+        "old 1.0.0: 2 schemas (4 attributes, 1 check rule) from 1 KCL file",
+        "old 1.1.0: 1 schema (1 attribute, 0 check rules) from 1 KCL file",
+    ]  # fresh 1.0.0 has one
+    assert interface(client, "old", "1.0.0") == stored
+    assert client.get("/extensions/old/1.0.0/")["ETag"] != etag  # the page is not answered 304 with the old one
+    assert readinterfaces() == ("", "", None)  # nothing left to read
+    out, _, _ = readinterfaces("--all", "fresh@1.0.0+meta")
+    assert out == "fresh 1.0.0: 1 schema (1 attribute, 0 check rules) from 1 KCL file\n"
+
+
+def test_readinterfaces_names_what_it_cannot_find_or_read(client: Client, publisher: Publisher, settings: Any) -> None:
+    assert readinterfaces("ghost")[2] == "ghost: no such extension or version"
+    assert readinterfaces("ghost@x")[2] == "ghost@x: 'x' is not a SemVer version"
+    publisher("slow", "1.0.0", extra_files={"kcl/a.k": "schema A:\n    a: int\n"})
+    Version.objects.filter(extension__name="slow").update(interface=None)
+    settings.REGISTRY_SANDBOX_MEMORY = 16 * 1024 * 1024  # too little for any run: the package's fault, as for a build
+    out, err, error = readinterfaces("slow")
+    assert (out, error) == ("", "1 version(s) could not be read")
+    assert err.startswith("slow 1.0.0: not read: ")
+    assert interface(client, "slow", "1.0.0")["available"] is False  # nothing stored
