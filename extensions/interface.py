@@ -271,6 +271,17 @@ class _Budget:
     warnings: list[str] = field(default_factory=list)
     said: set[str] = field(default_factory=set)
 
+    def take(self, kind: str, what: str) -> bool:
+        """Count one more attribute (``kind`` ``fields``) or rule (``checks``); False, once
+        truncated and said, past its limit."""
+        limit = getattr(self.limits, f"max_{kind}")
+        if getattr(self, kind) >= limit:
+            self.truncated = True
+            self.warn(f"only the first {limit} {what} are shown (the limit in all schemas)", once=kind)
+            return False
+        setattr(self, kind, getattr(self, kind) + 1)
+        return True
+
     def warn(self, message: str, *, once: str = "") -> None:
         if once:
             if once in self.said:
@@ -326,14 +337,8 @@ class _Reader:
             node = _node(item)
             if node.get("type") != "SchemaAttr":
                 continue
-            if self.budget.fields >= self.limits.max_fields:
-                self.budget.truncated = True
-                self.budget.warn(
-                    f"only the first {self.limits.max_fields} attributes are shown (the limit in all schemas)",
-                    once="fields",
-                )
+            if not self.budget.take("fields", "attributes"):
                 break
-            self.budget.fields += 1
             name = clean_text(str(_node_text(node.get("name"))), self.limits.max_expression)
             optional = bool(node.get("is_optional"))
             value = node.get("value")
@@ -357,14 +362,8 @@ class _Reader:
     def checks(self, items: list[Any]) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = []
         for item in items:
-            if self.budget.checks >= self.limits.max_checks:
-                self.budget.truncated = True
-                self.budget.warn(
-                    f"only the first {self.limits.max_checks} check rules are shown (the limit in all schemas)",
-                    once="checks",
-                )
+            if not self.budget.take("checks", "check rules"):
                 break
-            self.budget.checks += 1
             node = _node(item)
             message_node = node.get("msg")
             message = _node(message_node)
