@@ -1,13 +1,14 @@
 """The publish pipeline (SPEC 3.3), one pass:
 
-fetch → (extract source → build package) → inspect → validate → check content → readme → store →
-commit.
+fetch → (extract source → build package) → inspect → validate → check content → readme →
+interface → store → commit.
 
 Every step that touches the author's bytes runs in the build sandbox (`extensions.sandbox`), a
 child process with hard CPU, memory, file, output and wall-time limits: `unpack` (the source
 extraction, the ``[build]`` patterns and the package build, then one streaming `safe_extract`
 into the work directory, which parses extension.toml once) and `check` (the content checks of
-that tree, file by file, then the README rendered to sanitized HTML). What this process does is
+that tree, file by file, then the README rendered to sanitized HTML, then the configuration
+interface read from the KCL schemas, file by file). What this process does is
 bookkeeping: fetch the staged upload, check publishing rights against the database, store the
 package write-once and commit. Each step is timed in the build log; an error fails the build
 through `registry.errors.classify_error` (see `builds.services.build_run`).
@@ -31,12 +32,13 @@ from builds.lifecycle import mark_succeeded
 from builds.models import Build
 from builds.steplog import StepLog
 from extensions import checks, sandbox, sandboxed_steps
+from extensions import interface as kcl_interface
 from extensions.archive import PackageInfo
 from extensions.manifest import Manifest
 from registry import services as catalog
 from registry import storage
 from registry.errors import RegistryError
-from registry.limits import archive_limits, sandbox_limits
+from registry.limits import archive_limits, interface_limits, sandbox_limits
 from registry.tokens import Actor
 from registry.trust import repository as trust
 
@@ -120,7 +122,7 @@ def _run_inline(target: str, kwargs: dict[str, Any], on_event: Any) -> Any:
 
 
 def run(*, build: Build, attempt: int, actor: Actor, steps: StepLog) -> None:
-    """Upload → (build) → inspect → validate → check content → readme → store → commit."""
+    """Upload → (build) → inspect → validate → check content → readme → interface → store → commit."""
     workdir = workspace.build_dir(build.pk, attempt)
     # The sandboxed steps get the build's time budget, less a margin for storing and committing
     # (in-process builds have no Celery time limit to stop them).
@@ -143,13 +145,13 @@ def run(*, build: Build, attempt: int, actor: Actor, steps: StepLog) -> None:
                 if manifest.warnings
                 else ""
             )
-        readme_html = _check_content(workdir, manifest, steps, sandboxed)
+        checked = _check_content(workdir, manifest, steps, sandboxed)
         with steps.step("store") as note:
             with package.open("rb") as handle:
                 key = storage.put_package(info.sha256, handle, info.size)
             note["message"] = f"sha256:{info.sha256} at {key}"
         with steps.step("commit") as note:
-            version_id = _commit(build, attempt, actor, unpacked, key, readme_html)
+            version_id = _commit(build, attempt, actor, unpacked, key, checked)
             note["message"] = f"published {manifest.name} {manifest.version}"
         log.info("build %s published %s %s (version id %s)", build.pk, manifest.name, manifest.version, version_id)
         try:
@@ -189,8 +191,16 @@ def _unpack(build: Build, upload: Path, workdir: Path, sandboxed: _Sandboxed) ->
     return Unpacked(info, package, reproducible if isinstance(reproducible, bool) else None, str(value.get("note", "")))
 
 
-def _check_content(workdir: Path, manifest: Manifest, steps: StepLog, sandboxed: _Sandboxed) -> str:
-    """The sandboxed `check`: content checks (each failed or skipped one logged), then the README."""
+@dataclass(frozen=True)
+class Checked:
+    readme_html: str  # sanitized
+    interface: dict[str, Any]  # extensions.interface's document, as interface_from_dict rebuilt it
+
+
+def _check_content(workdir: Path, manifest: Manifest, steps: StepLog, sandboxed: _Sandboxed) -> Checked:
+    """The sandboxed `check`: content checks (each failed or skipped one logged), then the README,
+    then the configuration interface."""
+    limits = interface_limits()
     kwargs = {
         "root": str(workdir / "content"),
         "readme": manifest.readme,
@@ -198,6 +208,8 @@ def _check_content(workdir: Path, manifest: Manifest, steps: StepLog, sandboxed:
         "deadline": sandboxed.deadline,
         # Found here, with this process's environment (the sandbox's zygote has the one it started with).
         "nu": checks.find_nu() or "",
+        "interface_limits": limits.to_dict(),
+        "home": str(workdir / "home"),  # KCL's parser writes under $HOME
     }
     try:
         value = sandboxed.run("extensions.sandboxed_steps.check", kwargs)
@@ -234,10 +246,12 @@ def _check_content(workdir: Path, manifest: Manifest, steps: StepLog, sandboxed:
         "rendered and sanitized" if readme_html else "no README",
         float(value.get("readme_seconds") or 0),
     )
-    return str(readme_html)
+    interface = kcl_interface.interface_from_dict(value.get("interface"), limits=limits)
+    steps.add("interface", "passed", kcl_interface.summary(interface), float(value.get("interface_seconds") or 0))
+    return Checked(str(readme_html), interface)
 
 
-def _commit(build: Build, attempt: int, actor: Actor, unpacked: Unpacked, key: str, readme_html: str) -> int:
+def _commit(build: Build, attempt: int, actor: Actor, unpacked: Unpacked, key: str, checked: Checked) -> int:
     """One transaction: the version rows and the build's final state. If it fails, the stored
     object is removed unless another version references it."""
     info = unpacked.info
@@ -252,7 +266,8 @@ def _commit(build: Build, attempt: int, actor: Actor, unpacked: Unpacked, key: s
                 manifest=info.manifest,
                 package=info,
                 storage_key=key,
-                readme_html=readme_html,
+                readme_html=checked.readme_html,
+                interface=checked.interface,
                 reupload=reupload,
                 reproducible=unpacked.reproducible,
                 reproducible_note=unpacked.note,

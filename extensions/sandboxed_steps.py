@@ -9,7 +9,8 @@ The registry's pipeline (`builds.pipeline`) runs two of these per build, each in
   as JSON.
 - `check`: the content checks of the extracted tree (each file a step with its own CPU budget;
   KCL and Nushell run as tools with the same limits), then the README rendered to sanitized HTML
-  (a step with the README budget).
+  (a step with the README budget), then the configuration interface read from the KCL schemas
+  (`extensions.interface`; each file a step with its own CPU budget).
 
 Between the two, the pipeline checks publishing rights against the database; nothing here knows
 about the registry. Every function takes the `Progress` of the sandbox first and JSON-able
@@ -21,8 +22,10 @@ Modules imported here are preloaded in the sandbox's zygote, so each run only fo
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -45,11 +48,20 @@ from extensions.archive import (
 )
 from extensions.archive._common import FileEntry
 from extensions.checks import CheckResult, run_content_checks
+from extensions.interface import InterfaceLimits, extract_interface
 from extensions.manifest import Manifest, ManifestLimits
 from extensions.readme import render_readme
 from extensions.sandbox import Progress
 
-__all__ = ["check", "limits_from_dict", "limits_to_dict", "package_info_from_dict", "unpack"]
+__all__ = [
+    "check",
+    "interface",
+    "limits_from_dict",
+    "limits_to_dict",
+    "package_info_from_dict",
+    "package_interface",
+    "unpack",
+]
 
 MAX_REPORTED_CHECKS = 100  # results sent back beyond the counts: failed and skipped ones first
 
@@ -166,10 +178,14 @@ def check(
     deadline: float | None = None,
     nu: str | None = None,
     kcl: bool | None = None,
+    interface_limits: Mapping[str, Any] | None = None,
+    home: str | None = None,
 ) -> dict[str, Any]:
     """The content checks of the tree at ``root``; then, if they all passed, its README (``readme``,
-    the path extension.toml names) as sanitized HTML. ``nu``: the Nushell binary (``""``: none;
-    None: look for it here), as `extensions.checks.run_content_checks` takes it."""
+    the path extension.toml names) as sanitized HTML and, given ``interface_limits``
+    (`InterfaceLimits.to_dict`), its configuration interface (see `interface`). ``nu``: the
+    Nushell binary (``""``: none; None: look for it here), as
+    `extensions.checks.run_content_checks` takes it."""
 
     def on_check(check: str, path: str) -> None:
         progress.step("content check", path, log="check content")
@@ -195,7 +211,53 @@ def check(
         started = time.perf_counter()
         result["readme_html"] = render_readme(read_readme(Path(root), readme))
         result["readme_seconds"] = time.perf_counter() - started
+        if interface_limits is not None:
+            started = time.perf_counter()
+            result["interface"] = interface(progress=progress, root=root, limits=interface_limits, home=home)
+            result["interface_seconds"] = time.perf_counter() - started
     return result
+
+
+def interface(*, progress: Progress, root: str, limits: Mapping[str, Any], home: str | None = None) -> dict[str, Any]:
+    """The configuration interface of the extracted package at ``root`` (`extract_interface`),
+    each KCL file a step with the sandbox's CPU budget. KCL's parser writes under ``$HOME``:
+    ``home`` (a directory of the build's work directory) is used instead, if given."""
+
+    def on_file(path: str) -> None:
+        progress.step("interface extraction", path, log="interface")
+
+    progress.step("interface extraction", log="interface")
+    with _home(home):
+        return extract_interface(Path(root), limits=InterfaceLimits.from_dict(limits), on_file=on_file)
+
+
+def package_interface(
+    *, progress: Progress, package: str, workdir: str, limits: Mapping[str, Any], interface_limits: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The configuration interface of a published package (for versions published before the
+    registry read interfaces): inspected and extracted into ``workdir/content`` as a publish does
+    (`safe_extract`, with the archive ``limits``), then read as `interface` reads it."""
+    progress.step("archive inspection", log="inspect")
+    work = Path(workdir)
+    safe_extract(Path(package), work / "content", limits=limits_from_dict(limits))
+    return interface(progress=progress, root=str(work / "content"), limits=interface_limits, home=str(work / "home"))
+
+
+@contextlib.contextmanager
+def _home(home: str | None) -> Iterator[None]:
+    if home is None:
+        yield
+        return
+    Path(home).mkdir(parents=True, exist_ok=True)
+    saved = os.environ.get("HOME")
+    os.environ["HOME"] = home
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("HOME", None)
+        else:
+            os.environ["HOME"] = saved
 
 
 def check_result(data: Mapping[str, Any]) -> CheckResult:

@@ -1,11 +1,13 @@
-"""The limits on packages, on extension.toml and on the build sandbox (SPEC 2.4), built from the
-settings: what the build pipeline enforces and the JSON Schema the registry serves."""
+"""The limits on packages, on extension.toml, on the build sandbox (SPEC 2.4) and on a version's
+configuration interface, built from the settings: what the build pipeline enforces and the JSON
+Schema the registry serves."""
 
 from __future__ import annotations
 
 from django.conf import settings
 
 from extensions.archive import Limits
+from extensions.interface import InterfaceLimits
 from extensions.manifest import ManifestLimits
 from extensions.sandbox import SandboxLimits
 
@@ -45,4 +47,17 @@ def sandbox_limits() -> SandboxLimits:
         # the largest file a build writes: an extracted member, or the package it builds
         file_bytes=max(archive.max_package_bytes, archive.max_unpacked_bytes) + 1024 * 1024,
         isolate_network=settings.REGISTRY_SANDBOX_ISOLATE_NETWORK,
+    )
+
+
+def interface_limits() -> InterfaceLimits:
+    return InterfaceLimits(
+        max_files=settings.REGISTRY_INTERFACE_MAX_FILES,
+        max_file_bytes=settings.REGISTRY_INTERFACE_MAX_FILE_SIZE,
+        max_source_bytes=settings.REGISTRY_INTERFACE_MAX_SOURCE,
+        max_schemas=settings.REGISTRY_INTERFACE_MAX_SCHEMAS,
+        max_fields=settings.REGISTRY_INTERFACE_MAX_FIELDS,
+        max_checks=settings.REGISTRY_INTERFACE_MAX_CHECKS,
+        max_text=settings.REGISTRY_INTERFACE_MAX_TEXT,
+        max_bytes=settings.REGISTRY_INTERFACE_MAX_SIZE,
     )

@@ -108,6 +108,9 @@ class Version(models.Model):
     # is by construction; an uploaded package is rebuilt and compared); None: not checked.
     reproducible = models.BooleanField(null=True, blank=True)
     reproducible_note = models.CharField(max_length=512, blank=True)
+    # Its configuration interface read from its KCL schemas at build time, in the sandbox
+    # (extensions.interface, bounded); None: published before interfaces were read.
+    interface = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ("extension__name", "-major", "-minor", "-patch")

@@ -42,7 +42,7 @@ SEMVER_HINT = "use MAJOR.MINOR.PATCH as in SemVer 2.0.0 (e.g. 1.28.0, 2.0.0-rc.1
 #: A version's large columns (up to the manifest limit, the README limit and MANIFEST.json's
 #: 10,000 entries): listings and lookups never load them; a page that shows one reads it for the
 #: one row it shows. Whatever was published, a read of many rows stays cheap.
-VERSION_LARGE_FIELDS = ("manifest", "manifest_text", "readme_html", "files")
+VERSION_LARGE_FIELDS = ("manifest", "manifest_text", "readme_html", "files", "interface")
 
 
 def _deferred(prefix: str, *, keep: tuple[str, ...] = ()) -> list[str]:

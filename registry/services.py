@@ -328,6 +328,15 @@ def lock_package(sha256: str) -> None:
     _lock_row(PackageLock, sha256)
 
 
+def version_interface_set(*, version_id: int, interface: dict[str, Any]) -> None:
+    """Store a version's configuration interface read again from its package (`manage.py
+    readinterfaces`). Its extension's row is touched too, so the catalog pages' ETags change."""
+    with transaction.atomic():
+        version = Version.objects.select_for_update().only("extension_id").get(pk=version_id)
+        Version.objects.filter(pk=version_id).update(interface=interface)
+        Extension.objects.filter(pk=version.extension_id).update(updated_at=timezone.now())
+
+
 def version_create(
     *,
     actor: Actor,
@@ -338,6 +347,7 @@ def version_create(
     reupload: Callable[[], IO[bytes]] | None = None,
     reproducible: bool | None = None,
     reproducible_note: str = "",
+    interface: dict[str, Any] | None = None,
 ) -> Version:
     """Commit a stored package as a version: the extension (first publish makes the publisher its
     owner), the version, its dependencies and provides, and the audit event, in one transaction.
@@ -399,6 +409,7 @@ def version_create(
                 published_by=actor.user,
                 reproducible=reproducible,
                 reproducible_note=reproducible_note[:512],
+                interface=interface,
             )
     except IntegrityError:
         if not Version.objects.filter(extension=extension, canonical=canonical).exists():

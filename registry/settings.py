@@ -181,6 +181,18 @@ REGISTRY_SANDBOX_OUTPUT = env_size("REGISTRY_SANDBOX_OUTPUT", 16 * 1024**2, mini
 REGISTRY_SANDBOX_OPEN_FILES = env_int("REGISTRY_SANDBOX_OPEN_FILES", 256, minimum=32)
 REGISTRY_SANDBOX_ISOLATE_NETWORK = env_bool("REGISTRY_SANDBOX_ISOLATE_NETWORK", True)
 
+# --- A version's configuration interface, read from its KCL schemas in the sandbox ------------
+# (extensions.interface). Past a limit the version is published with a truncated interface and
+# a warning saying what was left out.
+REGISTRY_INTERFACE_MAX_FILES = env_int("REGISTRY_INTERFACE_MAX_FILES", 200, minimum=1)
+REGISTRY_INTERFACE_MAX_FILE_SIZE = env_size("REGISTRY_INTERFACE_MAX_FILE_SIZE", 256 * 1024, minimum=1024)
+REGISTRY_INTERFACE_MAX_SOURCE = env_size("REGISTRY_INTERFACE_MAX_SOURCE", 4 * 1024**2, minimum=1024)
+REGISTRY_INTERFACE_MAX_SCHEMAS = env_int("REGISTRY_INTERFACE_MAX_SCHEMAS", 500, minimum=1)
+REGISTRY_INTERFACE_MAX_FIELDS = env_int("REGISTRY_INTERFACE_MAX_FIELDS", 5000, minimum=1)
+REGISTRY_INTERFACE_MAX_CHECKS = env_int("REGISTRY_INTERFACE_MAX_CHECKS", 2000, minimum=0)
+REGISTRY_INTERFACE_MAX_TEXT = env_int("REGISTRY_INTERFACE_MAX_TEXT", 4000, minimum=80)
+REGISTRY_INTERFACE_MAX_SIZE = env_size("REGISTRY_INTERFACE_MAX_SIZE", 1024**2, minimum=64 * 1024)
+
 # --- The signed index (SPEC 6.1; registry.trust): a TUF repository ------------------------------
 # Online keys (targets, snapshot, timestamp) live here on every machine that publishes; the root
 # key is written apart by `manage.py trust init` and should be kept offline.

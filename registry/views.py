@@ -34,6 +34,7 @@ from registry.apis.base import base_url
 from registry.apis.catalog import MAX_QUERY_CHARS
 from registry.apis.shapes import download_url
 from registry.errors import BadRequest, NotFound
+from registry.interface import interface_section
 from registry.models import Extension, Version
 
 log = logging.getLogger(__name__)
@@ -464,6 +465,7 @@ def version_page(request: HttpRequest, name: str, version: str) -> HttpResponseB
             "optional_env": [str(e) for e in manifest.get("optional_env") or []],
         },
         "build_url": reverse("catalog-build", kwargs={"build_id": build_id}) if build_id else None,
+        "interface": interface_section(row),
         **_commands(extension, row.canonical),
         "registry": base_url(request),
         "api_url": reverse("version-detail", kwargs={"name": extension.name, "version": row.canonical}),

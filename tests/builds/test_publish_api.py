@@ -32,7 +32,18 @@ pytest_plugins = ["tests.factories"]  # the user, token and publisher fixtures
 PUBLISH_URL = "/api/v1/extensions/"
 BUILDS_URL = "/api/v1/builds/"
 BASE = "http://testserver"
-STEPS = ["upload", "fetch", "inspect", "rebuild", "validate", "check content", "readme", "store", "commit"]
+STEPS = [
+    "upload",
+    "fetch",
+    "inspect",
+    "rebuild",
+    "validate",
+    "check content",
+    "readme",
+    "interface",
+    "store",
+    "commit",
+]
 
 
 # Package storage private to each test (tests/conftest.py), so what it leaves can be listed exactly.

@@ -31,6 +31,7 @@ SOURCE_STEPS = [
     "validate",
     "check content",
     "readme",
+    "interface",
     "store",
     "commit",
 ]
