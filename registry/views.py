@@ -32,10 +32,11 @@ from django.views.decorators.http import condition, require_safe
 from extensions.errors import ExtensionError
 from extensions.kinds import TYPES, plural, singular
 from extensions.manifest import is_valid_keyword
+from extensions.names import is_valid_name
 from extensions.versions import SemVer
 from registry import depgraph, exception_handler, pictures, selectors
 from registry.apis.base import base_url
-from registry.apis.catalog import MAX_QUERY_CHARS
+from registry.apis.catalog import MAX_CATEGORY_CHARS, MAX_QUERY_CHARS
 from registry.apis.shapes import download_url
 from registry.errors import BadRequest, NotFound
 from registry.models import Extension, Version
@@ -131,13 +132,23 @@ def with_catalog_headers(response: HttpResponseBase) -> HttpResponseBase:
     return response
 
 
-def not_found_page(request: HttpRequest, message: str, suggestions: Sequence[str] = ()) -> HttpResponse:
+def not_found_page(
+    request: HttpRequest,
+    message: str,
+    suggestions: Sequence[str] = (),
+    *,
+    versions: Sequence[tuple[str, str]] = (),
+    search: str = "",
+) -> HttpResponse:
     """The catalog's HTML 404, saying what was not found (the message is escaped), with links to
-    the close names there are."""
+    the close names there are, to versions that exist (``(name, version)``), and to a search."""
     context = {
         "message": message,
         "title": "Not found",
         "suggestions": [{"name": name, "url": extension_url(name)} for name in suggestions],
+        "versions": [{"label": f"{n} {v}", "url": version_url(n, v)} for n, v in versions],
+        "search_url": reverse("catalog-search") + "?" + urllib.parse.urlencode({"q": search}) if search else None,
+        "search": search,
     }
     response = render(request, "404.html", context, status=404)
     with_catalog_headers(response)
@@ -160,6 +171,19 @@ def _without_suggestions(error: NotFound | BadRequest) -> tuple[str, list[str]]:
     return message, names
 
 
+MAX_VERSIONS_SUGGESTED = 5
+
+
+def _existing_versions(error: NotFound | BadRequest, name: object) -> list[tuple[str, str]]:
+    """The newest versions a "no such version" error listed, to link them."""
+    if not isinstance(name, str):
+        return []
+    for detail in error.details:
+        if isinstance(detail, dict) and isinstance(detail.get("available"), list):
+            return [(name, str(v)) for v in detail["available"][:MAX_VERSIONS_SUGGESTED]]
+    return []
+
+
 def catalog_page(view: View) -> View:
     """A catalog page: a name or version in the URL that does not exist (or cannot exist) is the
     HTML 404 saying why, and every answer carries the catalog's security and caching headers."""
@@ -169,7 +193,10 @@ def catalog_page(view: View) -> View:
         try:
             response = view(request, *args, **kwargs)
         except (NotFound, BadRequest) as error:
-            response = not_found_page(request, *_without_suggestions(error))
+            message, names = _without_suggestions(error)
+            response = not_found_page(
+                request, message, names, versions=_existing_versions(error, kwargs.get("name")), search=""
+            )
         return with_catalog_headers(response)
 
     return wrapper
@@ -339,8 +366,6 @@ class SearchQuery:
 
 
 SORT_LABELS = {"relevance": "Relevance", "downloads": "Most downloaded", "updated": "Recently updated", "name": "Name"}
-MAX_CATEGORY_CHARS = 64
-
 
 def _printable(value: object, limit: int) -> str:
     text = "".join(ch if ch.isprintable() else " " for ch in str(value)[: limit * 4]).strip()
@@ -719,7 +744,12 @@ def handler404(request: HttpRequest, exception: Exception | None = None) -> Http
     target = _with_slash(request)
     if target is not None:
         return HttpResponsePermanentRedirect(target)
-    return not_found_page(request, f"There is no page at {request.path[:200]}.")
+    # The last segment may be a name someone meant ("/etdc" or "/taskservs/kubernets").
+    segment = next((part for part in reversed(request.path.split("/")) if part), "")[:64].lower()
+    close = selectors.close_names(segment) if is_valid_name(segment) else []
+    return not_found_page(
+        request, f"There is no page at {request.path[:200]}.", close, search=segment if is_valid_name(segment) else ""
+    )
 
 
 def handler500(request: HttpRequest) -> HttpResponse:
