@@ -16,7 +16,7 @@ What goes into the SVG:
 
 The chart is ``role="img"`` with a ``<title>`` and a ``<desc>`` (the page puts the same numbers in a
 table); each bar has a ``<title>`` (shown on hover). The graph is a ``role="group"`` labelled by its
-``<title>``, each node a link with its own accessible name; the page lists the same install order as
+``<title>``, each node a link named by its ``<title>``; the page lists the same install order as
 text.
 
 The graph layout is a small layered (Sugiyama-style) layout: layers by longest path from the root
@@ -308,7 +308,7 @@ def dependency_graph(
         label = f"{node.name} {version}" + (f" ({trouble})" if trouble else "")
         kind = f" graph-kind-{_e(node.kind)}" if node.kind.isalpha() else ""
         out.append(
-            f'<a class="graph-node graph-node-{state}{kind}" href="{_e(node.href)}" aria-label="{_e(label)}">'
+            f'<a class="graph-node graph-node-{state}{kind}" href="{_e(node.href)}">'
             f"<title>{_e(label)}</title>"
             f'<rect x="{x:.1f}" y="{y:.1f}" width="{NODE_W}" height="{NODE_H}" rx="6"/>'
             f'<text class="graph-name" x="{x + NODE_W / 2:.1f}" y="{y + 18:.1f}" text-anchor="middle">'

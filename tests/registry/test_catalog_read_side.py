@@ -145,7 +145,7 @@ def test_the_graph_shows_what_would_be_installed_each_node_linking_to_its_page(c
     text = section(page(client, "/extensions/kubernetes/"), "graph")
     assert "Dependency graph of 1.28.0" in text
     svg = text.split("<svg", 1)[1].split("</svg>", 1)[0]
-    links = re.findall(r'<a class="graph-node graph-node-(\w+)[^"]*" href="([^"]+)" aria-label="([^"]+)">', svg)
+    links = re.findall(r'<a class="graph-node graph-node-(\w+)[^"]*" href="([^"]+)"><title>([^<]+)</title>', svg)
     assert sorted(links) == [
         ("ok", "/extensions/containerd/1.7.0/", "containerd 1.7.0"),
         ("ok", "/extensions/etcd/3.5.12/", "etcd 3.5.12"),
@@ -183,7 +183,7 @@ def test_a_dependency_with_only_yanked_versions_is_drawn_as_missing(
     publisher("needs-gone", "1.0.0", dependencies=["gone ^1"])
     yank(user, "gone", "1.0.0")
     text = section(page(client, "/extensions/needs-gone/"), "graph")
-    assert re.search(r'class="graph-node graph-node-missing" href="/extensions/gone/" aria-label="gone no version', text)
+    assert re.search(r'class="graph-node graph-node-missing" href="/extensions/gone/"><title>gone no version', text)
     assert '<span class="badge status-failed">no version matches</span>' in text
 
 

@@ -150,7 +150,7 @@ def test_each_node_is_a_link_with_its_name_version_and_trouble() -> None:
     assert root.get("role") == "group" and root.get("aria-labelledby") == "g-title"
     links = {a.get("href"): a for a in root.iter(f"{SVG}a")}
     assert set(links) == {n.href for n in nodes}
-    labels = {href: a.get("aria-label") for href, a in links.items()}
+    labels = {href: a.find(f"{SVG}title").text for href, a in links.items()}  # type: ignore[union-attr]
     assert labels["/extensions/kubernetes/1.28.0/"] == "kubernetes 1.28.0 (the version shown)"
     assert labels["/extensions/etcd/3.5.12/"] == "etcd 3.5.12"
     assert labels["/extensions/containerd/"] == "containerd no version (no version matches)"
