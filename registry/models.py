@@ -118,6 +118,8 @@ class Version(models.Model):
         ]
         indexes: ClassVar[list[Any]] = [
             models.Index(fields=("extension", "yanked")),
+            # the catalog's "recently published" and "recently updated" lists
+            models.Index(fields=("published_at",), name="version_published_at"),
         ]
 
     def __str__(self) -> str:

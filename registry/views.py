@@ -367,6 +367,7 @@ class SearchQuery:
 
 SORT_LABELS = {"relevance": "Relevance", "downloads": "Most downloaded", "updated": "Recently updated", "name": "Name"}
 
+
 def _printable(value: object, limit: int) -> str:
     text = "".join(ch if ch.isprintable() else " " for ch in str(value)[: limit * 4]).strip()
     return text

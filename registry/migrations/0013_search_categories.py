@@ -1,4 +1,5 @@
-"""Categories on the extension row, for search filters and facets (``"\\nA\\nB\\n"``, from the latest
+"""An index on Version.published_at (the catalog's recent lists), and categories on the extension
+row, for search filters and facets (``"\\nA\\nB\\n"``, from the latest
 non-yanked version's manifest, as `registry.services.extension_refresh` keeps it)."""
 
 from django.db import migrations, models
@@ -29,4 +30,8 @@ class Migration(migrations.Migration):
             field=models.TextField(blank=True, default=""),
         ),
         migrations.RunPython(fill, migrations.RunPython.noop),
+        migrations.AddIndex(
+            model_name="version",
+            index=models.Index(fields=["published_at"], name="version_published_at"),
+        ),
     ]
