@@ -26,6 +26,8 @@ class Extension(models.Model):
         "Version", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_constraint=False
     )
     keywords_text = models.CharField(max_length=400, blank=True)  # ",k1,k2," for keyword filtering
+    # "\ncat1\ncat2\n" for category filtering and facets (registry.selectors.categories_text)
+    categories_text = models.TextField(blank=True, default="")
     owners: models.ManyToManyField[Any, Any] = models.ManyToManyField(
         settings.AUTH_USER_MODEL,
         through="Ownership",
@@ -119,6 +121,8 @@ class Version(models.Model):
         ]
         indexes: ClassVar[list[Any]] = [
             models.Index(fields=("extension", "yanked")),
+            # the catalog's "recently published" and "recently updated" lists
+            models.Index(fields=("published_at",), name="version_published_at"),
         ]
 
     def __str__(self) -> str:

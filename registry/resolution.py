@@ -19,7 +19,7 @@ from django.urls import reverse
 from extensions.errors import ExtensionError, ResolutionError
 from extensions.index import parse_index
 from extensions.kinds import plural
-from extensions.resolver import Candidate, Resolution, resolve
+from extensions.resolver import Candidate, Catalogue, Resolution, resolve
 from extensions.versions import Constraint, SemVer
 from registry import selectors
 from registry.errors import BadRequest, NotFound
@@ -119,15 +119,17 @@ def resolve_requirements(
     include_prereleases: bool,
     locked: Mapping[str, str] | None,
     cancelled: Callable[[], bool] | None = None,
+    catalogue: Catalogue | None = None,
 ) -> Resolution:
-    """Resolve against the registry's catalogue within REGISTRY_RESOLVE_TIMEOUT (ResolutionError,
-    422, when impossible; ResolutionTooComplex, 422 too_complex, past the bound or once
-    ``cancelled()`` says the client has gone)."""
+    """Resolve against the registry's catalogue (``catalogue``: a `DatabaseCatalogue` by default;
+    the web catalog's graph wraps one to record what it read) within REGISTRY_RESOLVE_TIMEOUT
+    (ResolutionError, 422, when impossible; ResolutionTooComplex, 422 too_complex, past the bound
+    or once ``cancelled()`` says the client has gone)."""
     if len(requirements) > MAX_REQUIREMENTS:
         raise BadRequest(f"too many requirements: {len(requirements)}; at most {MAX_REQUIREMENTS} at once")
     return resolve(
         list(requirements),
-        DatabaseCatalogue(),
+        catalogue if catalogue is not None else DatabaseCatalogue(),
         runtime_version=runtime_version,
         include_prereleases=include_prereleases,
         locked=locked,

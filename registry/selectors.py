@@ -9,13 +9,18 @@ extension has few enough versions for that to be cheap."""
 
 from __future__ import annotations
 
+import functools
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import date
 from typing import Any
 
+from django.db import connection
 from django.db.models import (
     Case,
     Count,
+    Exists,
     F,
     IntegerField,
     Max,
@@ -30,12 +35,13 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce
 
-from extensions.errors import VersionError
+from extensions.errors import ExtensionError, VersionError
 from extensions.kinds import PLURAL, TYPES
 from extensions.names import NAME_RULE, is_valid_name, suggest_name
-from extensions.versions import SemVer
+from extensions.versions import Constraint, SemVer, runs_on
 from registry.errors import BadRequest, NotFound
-from registry.models import Dependency, Extension, Ownership, Provide, Version
+from registry.models import DailyDownloads, Dependency, Extension, Ownership, Provide, Version
+from registry.trust.models import TrustTarget
 
 SEMVER_HINT = "use MAJOR.MINOR.PATCH as in SemVer 2.0.0 (e.g. 1.28.0, 2.0.0-rc.1)"
 
@@ -172,11 +178,76 @@ def display_version(extension: Extension) -> Version | None:
 
 
 @dataclass(frozen=True)
+class Facets:
+    """Counts of the matching extensions by type, keyword and category, each counted with every
+    other filter applied but its own (choosing a keyword shows how many of each type have it)."""
+
+    types: list[tuple[str, int]]
+    keywords: list[tuple[str, int]]
+    categories: list[tuple[str, int]]
+
+
+@dataclass(frozen=True)
 class Page:
     items: list[Any]
     total: int
     limit: int
     offset: int
+    facets: Facets | None = None
+
+
+#: How search results may be ordered: ``relevance`` (the default with a query; by name without),
+#: most ``downloads`` first, most recently ``updated`` (latest publish) first, ``name``.
+SORTS = ("relevance", "downloads", "updated", "name")
+#: At most this many keywords and categories in the facets (the most frequent; ties by name).
+MAX_FACET_VALUES = 15
+CATEGORY_SEPARATOR = "\n"
+
+
+def categories_text(categories: Iterable[str]) -> str:
+    """The ``Extension.categories_text`` of a list of categories: each between newlines (control
+    characters, which no category needs, become spaces), so a filter is one ``contains``."""
+    cleaned = ["".join(ch if ch.isprintable() else " " for ch in str(c)).strip() for c in categories]
+    cleaned = [c for c in dict.fromkeys(cleaned) if c]
+    return (CATEGORY_SEPARATOR + CATEGORY_SEPARATOR.join(cleaned) + CATEGORY_SEPARATOR) if cleaned else ""
+
+
+def split_categories(text: str) -> list[str]:
+    return [c for c in text.split(CATEGORY_SEPARATOR) if c]
+
+
+def _words(q: str) -> list[str]:
+    return [w for w in q.split() if w][:16]
+
+
+def _search_filter(q: str) -> Q:
+    """Every word of ``q`` appears (case-insensitively, anywhere) in the name, the description or
+    the keywords: the same matches on SQLite and PostgreSQL."""
+    condition = Q()
+    for word in _words(q):
+        condition &= Q(name__icontains=word) | Q(description__icontains=word) | Q(keywords_text__icontains=word)
+    return condition
+
+
+def _compatible_constraints(runtime: SemVer) -> list[str]:
+    """The ``provisioning_version`` texts of non-yanked versions that admit ``runtime`` (the
+    resolver's rule, `extensions.versions.runs_on`): few distinct texts, parsed once each."""
+    texts = Version.objects.filter(yanked=False).order_by().values_list("provisioning_version", flat=True).distinct()
+    return [t for t in texts if _runs_on(t, runtime)]
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed_constraint(text: str) -> Constraint | None:
+    try:
+        return Constraint.parse(text, check_satisfiable=False) if text else None
+    except ExtensionError:
+        return None
+
+
+def _runs_on(text: str, runtime: SemVer) -> bool:
+    if text and _parsed_constraint(text) is None:
+        return False  # (never stored: publishing refuses it)
+    return runs_on(_parsed_constraint(text), runtime)
 
 
 def extension_search(
@@ -184,28 +255,61 @@ def extension_search(
     q: str = "",
     type: str | None = None,
     keyword: str | None = None,
+    category: str | None = None,
+    runtime: SemVer | None = None,
+    sort: str = "relevance",
     limit: int = 20,
     offset: int = 0,
+    facets: bool = False,
 ) -> Page:
-    """Search and browse.
+    """Search and browse: the one definition, for the API and the web catalog.
 
-    ``q`` matches, case-insensitively, the name, the description and the keywords. Results are
-    ranked: the exact name first, then names starting with ``q``, then names containing it, then
-    an exact keyword, then the rest (description or part of a keyword); within a rank, the most
-    downloaded first, then by name. Without ``q`` everything is listed by name. ``type`` and
-    ``keyword`` filter exactly. Extensions whose versions are all yanked are still listed (their
-    latest version is None) so that people who look for them find out why they cannot install
-    them. Items are ``(extension, display_version)`` pairs."""
-    query: QuerySet[Extension] = Extension.objects.select_related("latest_version").defer(
-        *_deferred("latest_version__", keep=("manifest",))  # a result shows authors, repository, tags
-    )
-    if type:
-        query = query.filter(type=type)
-    if keyword:
-        query = query.filter(keywords_text__contains=f",{keyword},")
+    ``q`` matches, case-insensitively, the name, the description and the keywords: every word of
+    it must appear in one of them. Results are ranked (``sort="relevance"``): the exact name first,
+    then names starting with ``q``, then names containing it, then an exact keyword, then the rest;
+    within a rank, on PostgreSQL, by full-text rank (``ts_rank`` over the name, keywords and
+    description weighted in that order), then the most downloaded first, then by name. Without
+    ``q`` relevance is by name. Other orders: `SORTS`. ``type``, ``keyword`` and ``category``
+    filter exactly; ``runtime`` keeps the extensions with a non-yanked version that runs on that
+    runtime version (its ``[compatibility] provisioning_version``). Extensions whose versions are
+    all yanked are still listed (their latest version is None) so that people who look for them
+    find out why they cannot install them. Items are ``(extension, display_version)`` pairs;
+    ``facets`` adds the counts of `Facets`."""
+    if sort not in SORTS:
+        raise ValueError(f"unknown sort {sort!r}: use one of {', '.join(SORTS)}")
+    base: QuerySet[Extension] = Extension.objects.all()
     q = q.strip().lower()
     if q:
-        query = query.filter(Q(name__icontains=q) | Q(description__icontains=q) | Q(keywords_text__icontains=q))
+        base = base.filter(_search_filter(q))
+    if runtime is not None:
+        base = base.filter(
+            Exists(
+                Version.objects.filter(
+                    extension=OuterRef("pk"), yanked=False, provisioning_version__in=_compatible_constraints(runtime)
+                )
+            )
+        )
+    keyword_token = f",{keyword}," if keyword else None
+    category_token = f"{CATEGORY_SEPARATOR}{category}{CATEGORY_SEPARATOR}" if category else None
+    query = base
+    if type:
+        query = query.filter(type=type)
+    if keyword_token:
+        query = query.filter(keywords_text__contains=keyword_token)
+    if category_token:
+        query = query.filter(categories_text__contains=category_token)
+    query = (
+        query.select_related("latest_version").defer(
+            *_deferred("latest_version__", keep=("manifest",))
+        )  # a result shows authors, repository, tags
+    )
+    if sort == "downloads":
+        query = query.order_by("-downloads", "name")
+    elif sort == "updated":
+        query = query.order_by(F("latest_version__published_at").desc(nulls_last=True), "name")
+    elif sort == "name" or not q:
+        query = query.order_by("name")
+    else:
         query = query.annotate(
             rank=Case(
                 When(name=q, then=Value(0)),
@@ -215,12 +319,56 @@ def extension_search(
                 default=Value(4),
                 output_field=IntegerField(),
             )
-        ).order_by("rank", "-downloads", "name")
-    else:
-        query = query.order_by("name")
+        )
+        if connection.vendor == "postgresql":
+            from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVector
+
+            vector = (
+                SearchVector("name", weight="A", config="simple")
+                + SearchVector("keywords_text", weight="B", config="simple")
+                + SearchVector("description", weight="C", config="simple")
+            )
+            words = SearchQuery(" ".join(_words(q)), search_type="plain", config="simple")
+            query = query.annotate(text_rank=SearchRank(vector, words)).order_by(
+                "rank", "-text_rank", "-downloads", "name"
+            )
+        else:
+            query = query.order_by("rank", "-downloads", "name")
     total = query.count()
     page = list(query[offset : offset + limit]) if offset < total else []
-    return Page(items=with_display_versions(page), total=total, limit=limit, offset=offset)
+    counted = _facets(base, type, keyword_token, category_token) if facets else None
+    return Page(items=with_display_versions(page), total=total, limit=limit, offset=offset, facets=counted)
+
+
+def _facets(base: QuerySet[Extension], type: str | None, keyword: str | None, category: str | None) -> Facets:
+    """Two queries: the types (grouped in the database), then the keywords and categories of the
+    matching rows (counted here: they are lists in one column each). ``keyword`` and ``category``
+    are the tokens searched for (``,kv,``, newline-delimited)."""
+    types = dict.fromkeys(TYPES, 0)
+    of_types = base
+    if keyword:
+        of_types = of_types.filter(keywords_text__contains=keyword)
+    if category:
+        of_types = of_types.filter(categories_text__contains=category)
+    for row in of_types.values("type").annotate(n=Count("id")).order_by():
+        types[row["type"]] = row["n"]
+    rows = base.filter(type=type) if type else base
+    if keyword and category:  # the rows either facet counts
+        rows = rows.filter(Q(keywords_text__contains=keyword) | Q(categories_text__contains=category))
+    keywords: Counter[str] = Counter()
+    categories: Counter[str] = Counter()
+    for keywords_text, categories_text_ in (
+        rows.order_by().values_list("keywords_text", "categories_text").iterator(chunk_size=2000)
+    ):
+        if not category or category in categories_text_:
+            keywords.update(k for k in keywords_text.split(",") if k)
+        if not keyword or keyword in keywords_text:
+            categories.update(split_categories(categories_text_))
+
+    def top(counter: Counter[str]) -> list[tuple[str, int]]:
+        return sorted(counter.items(), key=lambda item: (-item[1], item[0]))[:MAX_FACET_VALUES]
+
+    return Facets(types=list(types.items()), keywords=top(keywords), categories=top(categories))
 
 
 def with_display_versions(extensions: list[Extension]) -> list[tuple[Extension, Version | None]]:
@@ -312,6 +460,44 @@ def recent_versions(*, limit: int = 10) -> list[Version]:
     )
 
 
+def downloads_per_day(*, extension: Extension, version: Version | None, start: date) -> dict[date, int]:
+    """Downloads per day (UTC) since ``start`` of an extension, or of one of its versions (the
+    daily counts `registry.downloadcounts` writes): one grouped query, at most one row a day."""
+    rows = DailyDownloads.objects.filter(day__gte=start)
+    rows = rows.filter(version=version) if version is not None else rows.filter(version__extension=extension)
+    return dict(rows.order_by().values("day").annotate(n=Sum("count")).values_list("day", "n"))
+
+
+def downloads_per_version(*, extension: Extension, windows: dict[str, date]) -> dict[int, dict[str, int]]:
+    """For each version of the extension with downloads since the earliest window's start, its
+    downloads in each window (``{"90": start, "7": start}`` -> ``{version id: {"90": n, "7": n}}``):
+    one grouped query."""
+    earliest = min(windows.values())
+    sums = {label: Coalesce(Sum("count", filter=Q(day__gte=start)), 0) for label, start in windows.items()}
+    rows = (
+        DailyDownloads.objects.filter(version__extension=extension, day__gte=earliest)
+        .order_by()
+        .values("version_id")
+        .annotate(**{f"w{label}": value for label, value in sums.items()})
+    )
+    return {row["version_id"]: {label: int(row[f"w{label}"]) for label in windows} for row in rows}
+
+
+def most_downloaded(*, limit: int = 8) -> list[Extension]:
+    return [e for e, _ in extension_search(sort="downloads", limit=limit).items if e.downloads > 0]
+
+
+def recently_updated(*, limit: int = 8) -> list[Extension]:
+    """The extensions whose latest version was published most recently (listing fields only)."""
+    return [e for e, _ in extension_search(sort="updated", limit=limit).items if e.latest_version is not None]
+
+
+def package_signed(version: Version) -> bool:
+    """Whether the signed index (registry.trust) covers this version's package with its digest."""
+    path = f"packages/{version.extension.name}/{version.extension.name}-{version.version}.tar.gz"
+    return TrustTarget.objects.filter(path=path, sha256=version.sha256, length=version.size).exists()
+
+
 def version_dependencies(version: Version) -> list[Dependency]:
     """The extension dependencies of a version, by name, with the depended-on extensions loaded."""
     return list(Dependency.objects.filter(version=version).select_related("extension").order_by("extension__name"))
@@ -348,7 +534,8 @@ def _per_extension(query: QuerySet[Any], field: str, aggregate: Any) -> Subquery
 def extension_fingerprint(*, name: str) -> str | None:
     """A value that changes whenever the catalog pages of an extension or one of its versions
     would change: its row (publishes and yanks rewrite it), its downloads, its owners, and the
-    extensions that depend on it; None when there is no such extension. One query, for ETags."""
+    extensions that depend on it; None when there is no such extension. One query, for ETags. It
+    ends with ``:`` and the latest version's canonical text (``None`` when every version is yanked)."""
     if not is_valid_name(name):
         return None
     row = (
@@ -371,6 +558,7 @@ def extension_fingerprint(*, name: str) -> str | None:
             "dependents_n",
             "dependents_last",
             "dependents_updated",
+            "latest_version__canonical",
         )
         .first()
     )

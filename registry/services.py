@@ -45,7 +45,7 @@ from registry.models import (
     Provide,
     Version,
 )
-from registry.selectors import check_name, unknown_extension
+from registry.selectors import categories_text, check_name, unknown_extension
 from registry.staticindex import static_index_refresh
 from registry.tokens import (
     DEFAULT_SCOPES,
@@ -475,6 +475,7 @@ def extension_refresh(extension: Extension) -> None:
         extension.type = latest.type
         keywords = latest.manifest.get("keywords") or []
         extension.keywords_text = ("," + ",".join(keywords) + ",") if keywords else ""
+        extension.categories_text = categories_text(latest.manifest.get("categories") or [])
     refresh_index(extension)
     static_index_refresh(extension)
     extension.save(
@@ -483,6 +484,7 @@ def extension_refresh(extension: Extension) -> None:
             "description",
             "type",
             "keywords_text",
+            "categories_text",
             "index_json",
             "index_etag",
             "updated_at",

@@ -14,8 +14,9 @@ import functools
 import hashlib
 import logging
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +25,18 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, HttpResponsePermanentRedirect, JsonResponse
 from django.shortcuts import render
 from django.urls import Resolver404, resolve, reverse
+from django.utils.safestring import mark_safe
 from django.views import defaults
 from django.views.decorators.http import condition, require_safe
 
+from extensions.errors import ExtensionError
 from extensions.kinds import TYPES, plural, singular
 from extensions.manifest import is_valid_keyword
-from registry import exception_handler, selectors
+from extensions.names import is_valid_name
+from extensions.versions import SemVer
+from registry import depgraph, exception_handler, pictures, selectors
 from registry.apis.base import base_url
-from registry.apis.catalog import MAX_QUERY_CHARS
+from registry.apis.catalog import MAX_CATEGORY_CHARS, MAX_QUERY_CHARS
 from registry.apis.shapes import download_url
 from registry.errors import BadRequest, NotFound
 from registry.interface import interface_section
@@ -128,13 +133,23 @@ def with_catalog_headers(response: HttpResponseBase) -> HttpResponseBase:
     return response
 
 
-def not_found_page(request: HttpRequest, message: str, suggestions: Sequence[str] = ()) -> HttpResponse:
+def not_found_page(
+    request: HttpRequest,
+    message: str,
+    suggestions: Sequence[str] = (),
+    *,
+    versions: Sequence[tuple[str, str]] = (),
+    search: str = "",
+) -> HttpResponse:
     """The catalog's HTML 404, saying what was not found (the message is escaped), with links to
-    the close names there are."""
+    the close names there are, to versions that exist (``(name, version)``), and to a search."""
     context = {
         "message": message,
         "title": "Not found",
         "suggestions": [{"name": name, "url": extension_url(name)} for name in suggestions],
+        "versions": [{"label": f"{n} {v}", "url": version_url(n, v)} for n, v in versions],
+        "search_url": reverse("catalog-search") + "?" + urllib.parse.urlencode({"q": search}) if search else None,
+        "search": search,
     }
     response = render(request, "404.html", context, status=404)
     with_catalog_headers(response)
@@ -157,6 +172,19 @@ def _without_suggestions(error: NotFound | BadRequest) -> tuple[str, list[str]]:
     return message, names
 
 
+MAX_VERSIONS_SUGGESTED = 5
+
+
+def _existing_versions(error: NotFound | BadRequest, name: object) -> list[tuple[str, str]]:
+    """The newest versions a "no such version" error listed, to link them."""
+    if not isinstance(name, str):
+        return []
+    for detail in error.details:
+        if isinstance(detail, dict) and isinstance(detail.get("available"), list):
+            return [(name, str(v)) for v in detail["available"][:MAX_VERSIONS_SUGGESTED]]
+    return []
+
+
 def catalog_page(view: View) -> View:
     """A catalog page: a name or version in the URL that does not exist (or cannot exist) is the
     HTML 404 saying why, and every answer carries the catalog's security and caching headers."""
@@ -166,7 +194,10 @@ def catalog_page(view: View) -> View:
         try:
             response = view(request, *args, **kwargs)
         except (NotFound, BadRequest) as error:
-            response = not_found_page(request, *_without_suggestions(error))
+            message, names = _without_suggestions(error)
+            response = not_found_page(
+                request, message, names, versions=_existing_versions(error, kwargs.get("name")), search=""
+            )
         return with_catalog_headers(response)
 
     return wrapper
@@ -275,11 +306,17 @@ def _catalog_etag(request: HttpRequest) -> str:
     return catalog_etag(request, request.get_full_path(), selectors.catalog_fingerprint())
 
 
+def _home_etag(request: HttpRequest) -> str:
+    # the day too: "recently" and the charts' windows move with it
+    return catalog_etag(request, request.get_full_path(), selectors.catalog_fingerprint(), _today())
+
+
 @catalog_page
 @require_safe
-@condition(etag_func=_catalog_etag)
+@condition(etag_func=_home_etag)
 def home(request: HttpRequest) -> HttpResponse:
-    """The front page: the search box, counts, the latest publishes, and browsing by kind."""
+    """The front page: the search box, counts, the most downloaded and recently updated
+    extensions, the latest publishes, and browsing by kind."""
     stats = selectors.catalog_stats()
     kinds = []
     for kind in TYPES:  # every kind, templates too ("None published yet." when empty)
@@ -297,7 +334,16 @@ def home(request: HttpRequest) -> HttpResponse:
     recent = [
         {"version": v, "url": version_url(v.extension.name, v.canonical)} for v in selectors.recent_versions(limit=10)
     ]
-    return render(request, "catalog/home.html", {"stats": stats, "kinds": kinds, "recent": recent})
+    context = {
+        "stats": stats,
+        "kinds": kinds,
+        "recent": recent,
+        "most_downloaded": selectors.most_downloaded(limit=8),
+        "recently_updated": selectors.recently_updated(limit=8),
+        "downloads_url": reverse("catalog-search") + "?sort=downloads",
+        "updated_url": reverse("catalog-search") + "?sort=updated",
+    }
+    return render(request, "catalog/home.html", context)
 
 
 @dataclass(frozen=True)
@@ -305,15 +351,34 @@ class SearchQuery:
     q: str
     type: str | None
     keyword: str | None
+    category: str | None
+    runtime: str | None
+    sort: str
     page: int
     notices: list[str]
+
+    @property
+    def runtime_version(self) -> SemVer | None:
+        return SemVer.parse(self.runtime) if self.runtime else None
+
+    @property
+    def filtered(self) -> bool:
+        return bool(self.type or self.keyword or self.category or self.runtime)
+
+
+SORT_LABELS = {"relevance": "Relevance", "downloads": "Most downloaded", "updated": "Recently updated", "name": "Name"}
+
+
+def _printable(value: object, limit: int) -> str:
+    text = "".join(ch if ch.isprintable() else " " for ch in str(value)[: limit * 4]).strip()
+    return text
 
 
 def _search_query(params: Any) -> SearchQuery:
     """The search page's parameters, leniently: a person typed them, so what cannot be used is
     dropped with a notice, never an error page."""
     notices: list[str] = []
-    q = "".join(ch if ch.isprintable() else " " for ch in str(params.get("q", ""))).strip()
+    q = _printable(params.get("q", ""), MAX_QUERY_CHARS)
     if len(q) > MAX_QUERY_CHARS:
         q = q[:MAX_QUERY_CHARS]
         notices.append(f"The search was cut to its first {MAX_QUERY_CHARS} characters.")
@@ -326,30 +391,98 @@ def _search_query(params: Any) -> SearchQuery:
     if keyword is not None and not is_valid_keyword(keyword):
         notices.append("A keyword is lower-case letters, digits and hyphens (at most 32): the filter was ignored.")
         keyword = None
+    category: str | None = _printable(params.get("category") or "", MAX_CATEGORY_CHARS) or None
+    if category is not None and len(category) > MAX_CATEGORY_CHARS:
+        notices.append(f"A category has at most {MAX_CATEGORY_CHARS} characters: the filter was ignored.")
+        category = None
+    runtime: str | None = (params.get("runtime") or "").strip() or None
+    if runtime is not None:
+        try:
+            runtime = str(SemVer.parse(runtime[:256]))
+        except ExtensionError:
+            notices.append(
+                f"{_printable(runtime, 40)[:40]!r} is not a runtime version (use MAJOR.MINOR.PATCH, e.g. 1.4.0): "
+                "the compatibility filter was ignored."
+            )
+            runtime = None
+    sort = (params.get("sort") or "").strip().lower() or "relevance"
+    if sort not in selectors.SORTS:
+        notices.append(f"Unknown order {sort[:40]!r} ignored: use one of {', '.join(selectors.SORTS)}.")
+        sort = "relevance"
     raw_page = (params.get("page") or "").strip()
     page = int(raw_page) if raw_page.isascii() and raw_page.isdigit() and len(raw_page) <= MAX_PAGE_DIGITS else 1
-    return SearchQuery(q=q, type=kind, keyword=keyword, page=max(page, 1), notices=notices)
+    if raw_page and page == 1 and raw_page != "1":
+        notices.append("Page numbers are whole numbers from 1: showing the first page.")
+    return SearchQuery(
+        q=q,
+        type=kind,
+        keyword=keyword,
+        category=category,
+        runtime=runtime,
+        sort=sort,
+        page=max(page, 1),
+        notices=notices,
+    )
 
 
 def _search_url(query: SearchQuery, **changes: Any) -> str:
-    values = {"q": query.q, "type": query.type, "keyword": query.keyword, "page": query.page, **changes}
+    values = {
+        "q": query.q,
+        "type": query.type,
+        "keyword": query.keyword,
+        "category": query.category,
+        "runtime": query.runtime,
+        "sort": None if query.sort == "relevance" else query.sort,
+        "page": query.page,
+        **changes,
+    }
     if values["page"] == 1:
         values["page"] = None
+    if values["sort"] == "relevance":
+        values["sort"] = None
     query_string = urllib.parse.urlencode({k: v for k, v in values.items() if v})
     search = reverse("catalog-search")
     return f"{search}?{query_string}" if query_string else search
+
+
+def _facet_links(query: SearchQuery, facets: selectors.Facets) -> dict[str, list[dict[str, Any]]]:
+    types = [{"label": "All", "value": None, "count": None, "current": query.type is None}] + [
+        {"label": plural(kind).capitalize(), "value": kind, "count": n, "current": query.type == kind}
+        for kind, n in facets.types
+    ]
+    for item in types:
+        item["url"] = _search_url(query, type=item["value"], page=1)
+    keywords = [
+        {"label": k, "count": n, "current": query.keyword == k, "url": _search_url(query, keyword=k, page=1)}
+        for k, n in facets.keywords
+    ]
+    categories = [
+        {"label": c, "count": n, "current": query.category == c, "url": _search_url(query, category=c, page=1)}
+        for c, n in facets.categories
+    ]
+    return {"types": types, "keywords": keywords, "categories": categories}
 
 
 @catalog_page
 @require_safe
 @condition(etag_func=_catalog_etag)
 def search(request: HttpRequest) -> HttpResponse:
-    """Search results, ranked as the API ranks them (`selectors.extension_search`), paginated."""
+    """Search results, ranked as the API ranks them (`selectors.extension_search`), with facets by
+    type, keyword and category, a runtime compatibility filter, orders, and pages."""
     query = _search_query(request.GET)
     offset = (query.page - 1) * PAGE_SIZE
     result = selectors.extension_search(
-        q=query.q, type=query.type, keyword=query.keyword, limit=PAGE_SIZE, offset=offset
+        q=query.q,
+        type=query.type,
+        keyword=query.keyword,
+        category=query.category,
+        runtime=query.runtime_version,
+        sort=query.sort,
+        limit=PAGE_SIZE,
+        offset=offset,
+        facets=True,
     )
+    assert result.facets is not None
     pages = max(1, -(-result.total // PAGE_SIZE))
     items = [
         {
@@ -360,16 +493,22 @@ def search(request: HttpRequest) -> HttpResponse:
         }
         for extension, display in result.items
     ]
-    facets = [
-        {"label": "All", "type": None, "url": _search_url(query, type=None, page=1), "current": query.type is None}
-    ] + [
-        {
-            "label": plural(kind).capitalize(),
-            "type": kind,
-            "url": _search_url(query, type=kind, page=1),
-            "current": query.type == kind,
-        }
-        for kind in TYPES
+    suggestions = []
+    if not result.total and query.q:
+        suggestions = [
+            {"name": name, "url": _search_url(query, q=name, page=1)}
+            for name in selectors.close_names(query.q.lower()[:64])
+        ]
+    facets = _facet_links(query, result.facets)
+    removable = [
+        (label, value, _search_url(query, page=1, **{key: None}))
+        for key, label, value in (
+            ("type", "Type", query.type),
+            ("keyword", "Keyword", query.keyword),
+            ("category", "Category", query.category),
+            ("runtime", "Runs on", query.runtime),
+        )
+        if value
     ]
     context = {
         "query": query,
@@ -383,7 +522,12 @@ def search(request: HttpRequest) -> HttpResponse:
         "previous_url": _search_url(query, page=query.page - 1) if 1 < query.page <= pages else None,
         "next_url": _search_url(query, page=query.page + 1) if query.page < pages else None,
         "first_url": _search_url(query, page=1) if query.page > pages else None,
-        "facets": facets,
+        "facets": facets["types"],
+        "keyword_facets": facets["keywords"],
+        "category_facets": facets["categories"],
+        "filters": removable,
+        "sorts": [(key, label, key == query.sort) for key, label in SORT_LABELS.items()],
+        "suggestions": suggestions,
         "clear_keyword_url": _search_url(query, keyword=None, page=1) if query.keyword else None,
         "title": f"Search: {query.q}" if query.q else "All extensions",
     }
@@ -392,20 +536,102 @@ def search(request: HttpRequest) -> HttpResponse:
 
 # --- an extension, a version ----------------------------------------------------------------------
 
+#: The window of the downloads chart, in days (UTC, today included), and the per-version columns.
+DOWNLOAD_DAYS = 90
+DOWNLOAD_WINDOWS = (90, 30, 7)
+
+
+def _today() -> date:
+    return datetime.now(UTC).date()
+
+
+def _downloads(extension: Extension, version: Version | None = None) -> dict[str, Any]:
+    """The downloads chart of the last `DOWNLOAD_DAYS` days (of one version, or of the whole
+    extension), its numbers as a table, and each version's downloads over `DOWNLOAD_WINDOWS`."""
+    today = _today()
+    start = today - timedelta(days=DOWNLOAD_DAYS - 1)
+    counts = selectors.downloads_per_day(extension=extension, version=version, start=start)
+    series = pictures.day_series(counts, end=today, days=DOWNLOAD_DAYS)
+    what = f"{extension.name} {version.version}" if version is not None else extension.name
+    total = sum(n for _, n in series)
+    chart = pictures.downloads_chart(
+        series, title=f"Downloads of {what} per day, last {DOWNLOAD_DAYS} days", ident="downloads-chart"
+    )
+    per_version: list[dict[str, Any]] = []
+    if version is None:
+        windows = {str(days): today - timedelta(days=days - 1) for days in DOWNLOAD_WINDOWS}
+        numbers = selectors.downloads_per_version(extension=extension, windows=windows)
+        for v in selectors.sort_versions(extension.versions.all()):
+            if v.pk in numbers or v.downloads:
+                row = numbers.get(v.pk, {})
+                per_version.append(
+                    {
+                        "version": v,
+                        "url": version_url(extension.name, v.canonical),
+                        "windows": [row.get(str(days), 0) for days in DOWNLOAD_WINDOWS],
+                    }
+                )
+    return {
+        "chart": mark_safe(chart),  # noqa: S308 - registry.pictures escapes every text it draws
+        "total": total,
+        "days": DOWNLOAD_DAYS,
+        "rows": [(day, n) for day, n in reversed(series) if n],
+        "windows": DOWNLOAD_WINDOWS,
+        "per_version": per_version,
+    }
+
+
+def _graph(extension: Extension, version: Version | None) -> dict[str, Any] | None:
+    if version is None:
+        return None
+    graph = depgraph.version_graph(name=extension.name, version=version.canonical)
+    if graph is None:
+        return None
+    return {"graph": graph, "svg": mark_safe(graph.svg)}  # noqa: S308 - escaped by registry.pictures
+
+
+def version_provenance(version: Version) -> Mapping[str, Any] | None:
+    """The provenance summary the version page shows in its Trust section, or None (then the
+    section says there is none yet). THE HOOK for the provenance app: return a mapping with
+    ``builder`` (the builder id), ``source_digest`` (``sha256:…`` of the source archive or the
+    uploaded package), and optionally ``source_kind`` (``source archive`` / ``uploaded package``),
+    ``build_url``, ``statement_url`` (the DSSE envelope, SPEC 6.2), ``signed_by`` (key id),
+    ``finished_at`` (a datetime). Every value is rendered escaped."""
+    return None
+
+
+def _trust(extension: Extension, version: Version) -> dict[str, Any]:
+    version = _with_extension(version, extension)
+    return {
+        "sha256": version.sha256,
+        "reproducible": version.reproducible,
+        "reproducible_note": version.reproducible_note,
+        "signed": selectors.package_signed(version),
+        "provenance": version_provenance(version),
+    }
+
 
 def _extension_etag(request: HttpRequest, name: str, version: str | None = None) -> str | None:
     fingerprint = selectors.extension_fingerprint(name=name)
     if fingerprint is None:
         return None  # the view answers the 404
-    return catalog_etag(request, request.path, fingerprint)
+    state = "-"
+    try:
+        shown = selectors.canonical_version(version) if version is not None else fingerprint.rsplit(":", 1)[1]
+    except BadRequest:
+        return None
+    if shown != "None":
+        graph = depgraph.version_graph(name=name, version=shown)
+        state = graph.state if graph is not None else "-"
+    return catalog_etag(request, request.path, fingerprint, state, _today())
 
 
 @catalog_page
 @require_safe
 @condition(etag_func=_extension_etag)
 def extension_page(request: HttpRequest, name: str) -> HttpResponse:
-    """One extension: its latest version's metadata and README, every version, its dependencies
-    and what depends on it."""
+    """One extension: its latest version's metadata and README, every version, its downloads
+    over time, the dependency graph of its latest version, and what depends on it."""
     extension = selectors.extension_get(name=name, with_readme=True)
     display = selectors.display_version(extension)
     shown = _version_view(extension, display) if display is not None else None
@@ -416,6 +642,8 @@ def extension_page(request: HttpRequest, name: str) -> HttpResponse:
         "shown": shown,
         "owners": selectors.extension_owners(extension),
         "versions": _versions_table(extension),
+        "downloads": _downloads(extension),
+        "graph": _graph(extension, extension.latest_version),
         "dependents": [
             {"extension": e, "url": extension_url(e.name), "edges": edges[:3], "more": len(edges) - 3}
             for e, edges in dependents.items
@@ -434,7 +662,8 @@ def extension_page(request: HttpRequest, name: str) -> HttpResponse:
 @require_safe
 @condition(etag_func=_extension_etag)
 def version_page(request: HttpRequest, name: str, version: str) -> HttpResponseBase:
-    """One version: as the extension page, plus its files, provides, compatibility and build."""
+    """One version: as the extension page, plus its files, provides, compatibility, build and
+    trust (checksum, reproducibility, the signed index, provenance)."""
     row = selectors.version_get(name=name, version=version)
     if version != row.canonical:
         # 1.0.0+build (or any other spelling of the same version) has one address.
@@ -449,6 +678,9 @@ def version_page(request: HttpRequest, name: str, version: str) -> HttpResponseB
         "shown": _version_view(extension, row),
         "owners": selectors.extension_owners(extension),
         "versions": _versions_table(extension),
+        "downloads": _downloads(extension, row),
+        "graph": _graph(extension, row),
+        "trust": _trust(extension, row),
         "files": files[:MAX_FILES_SHOWN],
         "files_total": len(files),
         "files_more": max(0, len(files) - MAX_FILES_SHOWN),
@@ -515,7 +747,12 @@ def handler404(request: HttpRequest, exception: Exception | None = None) -> Http
     target = _with_slash(request)
     if target is not None:
         return HttpResponsePermanentRedirect(target)
-    return not_found_page(request, f"There is no page at {request.path[:200]}.")
+    # The last segment may be a name someone meant ("/etdc" or "/taskservs/kubernets").
+    segment = next((part for part in reversed(request.path.split("/")) if part), "")[:64].lower()
+    close = selectors.close_names(segment) if is_valid_name(segment) else []
+    return not_found_page(
+        request, f"There is no page at {request.path[:200]}.", close, search=segment if is_valid_name(segment) else ""
+    )
 
 
 def handler500(request: HttpRequest) -> HttpResponse:

@@ -106,6 +106,7 @@ def write_extension(
     extra_files: Mapping[str, str] | None = None,
     provisioning_version: str | None = ">=1.0.0",
     keywords: Iterable[str] = (),
+    categories: Iterable[str] = (),
 ) -> Path:
     """Write a minimal valid extension source directory ``root/NAME-VERSION`` and return it.
 
@@ -127,6 +128,7 @@ def write_extension(
         'license = "MIT"',
         f'repository = "https://example.com/{name}"',
         f"keywords = {_toml_list(keywords)}",
+        f"categories = {_toml_list(categories)}",
         "",
         "[compatibility]",
     ]

@@ -14,8 +14,10 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from extensions.errors import ExtensionError
 from extensions.kinds import KINDS, SINGULAR, TYPES, plural, singular
 from extensions.manifest import KEYWORD_RULE, MAX_KEYWORD_LENGTH, is_valid_keyword
+from extensions.versions import SemVer
 from registry import selectors
 from registry.apis.base import ApiView, bad_param, base_url, ok, paging
 from registry.apis.shapes import (
@@ -39,8 +41,10 @@ from registry.apis.shapes import (
     version_detail,
 )
 from registry.errors import NotFound
+from registry.selectors import SEMVER_HINT
 
 MAX_QUERY_CHARS = 200
+MAX_CATEGORY_CHARS = 64
 #: What q may hold: no control characters (PostgreSQL refuses NUL in text: a 400, never a 500).
 Q_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]*$"
 _Q_RE = re.compile(Q_PATTERN)
@@ -77,6 +81,25 @@ class ExtensionListApi(ApiView):
                 {"type": "string", "pattern": KEYWORD_PATTERN},
                 description="only extensions with this keyword (any case); empty for any",
             ),
+            OpenApiParameter(
+                "category",
+                {"type": "string", "maxLength": MAX_CATEGORY_CHARS, "pattern": Q_PATTERN},
+                description="only extensions in this category (exactly as written); empty for any",
+            ),
+            OpenApiParameter(
+                "runtime_version",
+                {"type": "string", "maxLength": 256},
+                description=(
+                    "only extensions with a non-yanked version whose [compatibility] provisioning_version "
+                    "admits this runtime version (SemVer); empty for any"
+                ),
+            ),
+            OpenApiParameter(
+                "sort",
+                str,
+                enum=["", *selectors.SORTS],
+                description="relevance (default; by name without q), downloads, updated (latest publish first), name",
+            ),
             *PAGING,
         ],
         responses=answers(
@@ -97,8 +120,31 @@ class ExtensionListApi(ApiView):
         keyword = (params.get("keyword") or "").lower() or None
         if keyword is not None and not is_valid_keyword(keyword):
             raise bad_param("keyword", KEYWORD_RULE, keyword)
+        category = params.get("category") or None
+        if category is not None and (len(category) > MAX_CATEGORY_CHARS or not _Q_RE.match(category)):
+            raise bad_param(
+                "category", f"use at most {MAX_CATEGORY_CHARS} characters, none of them control characters", category
+            )
+        runtime = None
+        if params.get("runtime_version"):
+            try:
+                runtime = SemVer.parse(params["runtime_version"][:256])
+            except ExtensionError:
+                raise bad_param("runtime_version", SEMVER_HINT, params["runtime_version"]) from None
+        sort = params.get("sort") or "relevance"
+        if sort not in selectors.SORTS:
+            raise bad_param("sort", f"use one of {', '.join(selectors.SORTS)}", sort)
         limit, offset = paging(request)
-        page = selectors.extension_search(q=q, type=kind, keyword=keyword, limit=limit, offset=offset)
+        page = selectors.extension_search(
+            q=q,
+            type=kind,
+            keyword=keyword,
+            category=category,
+            runtime=runtime,
+            sort=sort,
+            limit=limit,
+            offset=offset,
+        )
         base = base_url(request)
         return ok(
             {

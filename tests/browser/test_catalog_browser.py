@@ -115,3 +115,93 @@ def test_a_person_searches_reads_follows_a_dependency_and_opens_the_build_log(
     page.wait_for_url("**/extensions/etcd/3.5.12/")
 
     assert browser_page.problems == []
+
+
+@pytest.fixture
+def choosing(published: dict[str, Any]) -> dict[str, Any]:
+    """The published catalogue with downloads over the last days (written as the counter's flush
+    writes them) and a provider, so search has facets to filter by."""
+    from collections import Counter
+    from datetime import UTC, datetime, timedelta
+
+    from registry import downloadcounts
+    from registry.models import Version
+
+    today = datetime.now(UTC).date()
+    kubernetes = Version.objects.get(extension__name="kubernetes").pk
+    etcd = Version.objects.get(extension__name="etcd", canonical="3.5.12").pk
+    counts = Counter({(kubernetes, (today - timedelta(days=d)).isoformat()): 1 + d % 4 for d in range(0, 60, 3)})
+    counts[(etcd, today.isoformat())] = 7
+    downloadcounts.write(counts)
+    return published
+
+
+def test_a_visitor_chooses_an_extension_by_search_facets_chart_and_graph(
+    live_server: Any, choosing: dict[str, Any], browser_page: BrowserPage, axe_source: str
+) -> None:
+    page = browser_page.page
+    page.goto(f"{live_server.url}/")
+    assert page.locator("#popular-title").inner_text() == "Most downloaded"
+    page.get_by_label("Search extensions by name, description or keyword").fill("kubernetes")
+    page.locator(".hero-search button[type=submit]").click()
+    page.wait_for_url("**/search?q=kubernetes")
+    # Filter by kind: the facet says how many taskservs match before it is chosen.
+    facet = page.locator(".facets").get_by_role("link", name="Taskservs 1")
+    facet.click()
+    page.wait_for_url("**/search?q=kubernetes&type=taskserv")
+    assert page.locator(".facets a.current").inner_text() == "Taskservs 1"
+    assert page.locator("ol.results > li").count() == 1
+    screenshot(page, "choose-1-search-facets")
+    assert_accessible(page, axe_source)
+
+    page.locator("ol.results").get_by_role("link", name="kubernetes", exact=True).click()
+    page.wait_for_url("**/extensions/kubernetes/")
+    assert page.locator("article.readme h1").inner_text() == "Kubernetes"
+    assert page.locator("table.versions tbody tr").count() == 1
+    chart = page.locator("#downloads svg.chart")
+    assert chart.is_visible()
+    assert chart.locator("rect.chart-bar").count() == 20
+    assert page.locator("#downloads-title .count").inner_text() == "50"
+    graph = page.locator("#graph svg.graph")
+    assert graph.is_visible()
+    assert graph.locator("a.graph-node").count() == 2
+    screenshot(page, "choose-2-extension-chart-graph")
+    assert_accessible(page, axe_source)
+
+    # Follow the dependency through the picture: click etcd's box.
+    graph.locator('a.graph-node[href="/extensions/etcd/3.5.12/"]').click()
+    page.wait_for_url("**/extensions/etcd/3.5.12/")
+    assert page.locator(".title-row h1").inner_text() == "etcd 3.5.12"
+    assert page.locator("#trust").get_by_text("SHA-256").is_visible()
+    assert page.locator("#downloads-title .count").inner_text() == "7"
+    screenshot(page, "choose-3-version-trust")
+    assert_accessible(page, axe_source)
+    assert browser_page.problems == []
+
+
+def test_the_catalog_fits_a_phone(
+    live_server: Any, choosing: dict[str, Any], browser_context: Any, axe_source: str
+) -> None:
+    from tests.browser.conftest import new_page
+
+    phone = browser_context.browser.new_context(viewport={"width": 375, "height": 740}, is_mobile=True)
+    watched = new_page(phone)
+    page = watched.page
+    for name, path in (
+        ("phone-1-home", "/"),
+        ("phone-2-search", "/search?q=e&keyword=kv"),
+        ("phone-3-extension", "/extensions/kubernetes/"),
+        ("phone-4-version", "/extensions/etcd/3.5.12/"),
+        ("phone-5-not-found", "/extensions/kubernets/"),
+    ):
+        response = page.goto(f"{live_server.url}{path}")
+        assert response is not None and response.status == (404 if "not-found" in name else 200), path
+        # Nothing wider than the screen: the page never scrolls sideways (wide tables and the
+        # graph scroll inside their own boxes).
+        width = page.evaluate("() => document.documentElement.scrollWidth")
+        assert width <= 375, (path, width)
+        screenshot(page, name)
+        assert_accessible(page, axe_source)
+    # The one console error is the 404 page's own status.
+    assert watched.problems == ["Failed to load resource: the server responded with a status of 404 (Not Found)"]
+    phone.close()

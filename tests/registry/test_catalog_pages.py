@@ -157,7 +157,8 @@ def test_search_filters_by_type_and_keyword(client: Client, catalog: Any) -> Non
     assert result_names(page(client, "/search?type=clusters")) == ["k8s-ha"]  # the plural too
     assert result_names(page(client, "/search?keyword=kv")) == ["etcd"]
     text = page(client, "/search?type=taskserv")
-    assert '<a href="/search?type=taskserv" aria-current="page" class="current">Taskservs</a>' in text
+    current = '<a href="/search?type=taskserv" aria-current="page" class="current">Taskservs'
+    assert f'{current} <span class="facet-count">2</span></a>' in text
 
 
 def test_search_without_results_says_so(client: Client, catalog: Any) -> None:
