@@ -12,7 +12,9 @@
   var FAST = 1000;
   var SLOW = 10000;
   var GIVE_UP = 60 * 60 * 1000; // a build has hard time limits far below this
+  var SETTLE = 1500;
   var delay = FAST;
+  var settled = false;
   var began = Date.now();
 
   function state() {
@@ -45,8 +47,13 @@
         last = now;
         delay = FAST;
         if (now.buildFinal === "true") {
-          container.dataset.followed = "ended";
-          return;
+          if (settled) {
+            container.dataset.followed = "ended";
+            return;
+          }
+          // The final status commits a moment before the last step's log line: read it once more.
+          settled = true;
+          delay = SETTLE;
         }
         schedule();
       })
