@@ -62,9 +62,7 @@ def account_page(request: HttpRequest) -> HttpResponseBase:
         .only("id", "kind", "status", "name", "version_text", "filename", "created_at", "error_code")
         .order_by("-created_at")[:RECENT_BUILDS]
     ]
-    now_tokens = user.api_tokens.aggregate(  # type: ignore[union-attr]
-        total=Count("id"), active=Count("id", filter=Q(revoked_at__isnull=True))
-    )
+    now_tokens = user.api_tokens.aggregate(total=Count("id"), active=Count("id", filter=Q(revoked_at__isnull=True)))
     context = {
         "extensions": extensions,
         "builds": builds,
