@@ -16,13 +16,11 @@ from rest_framework.response import Response
 from builds import services
 from builds.models import Build
 from builds.serializers import BuildDocument, build_document
-from builds.uploads import LimitedHashingUploadHandler, too_large
+from builds.uploads import LimitedHashingUploadHandler, check_declared_length
 from registry.apis.base import ApiView, PublishThrottle, WriteThrottle, base_url, ok
 from registry.apis.catalog import ExtensionListApi
 from registry.apis.shapes import answers, envelope
-from registry.errors import BadRequest, Forbidden, NotFound, Unauthenticated
-
-_SLACK = 64 * 1024  # multipart framing around the file
+from registry.errors import BadRequest, NotFound
 
 
 class _SubmitView(ApiView):
@@ -39,21 +37,12 @@ class _SubmitView(ApiView):
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         if request.method == "POST":
-            limit = settings.REGISTRY_MAX_PACKAGE_BYTES
-            try:
-                declared = int(request.META.get("CONTENT_LENGTH") or 0)
-            except ValueError:
-                raise BadRequest("Content-Length is not a number") from None
-            if declared > limit + _SLACK:
-                raise too_large(limit)  # before reading a byte of it
+            check_declared_length(request, settings.REGISTRY_MAX_PACKAGE_BYTES)
         super().initial(request, *args, **kwargs)
 
     def _submit(self, request: Request) -> Response:
         actor = self.actor()
-        if not actor.is_authenticated:
-            raise Unauthenticated("publishing needs a token: send 'Authorization: Bearer pvr_...'")
-        if not actor.has_any_scope("publish"):
-            raise Forbidden("this token has no publish scope: it needs publish:NAME or publish:*")
+        services.require_submit_rights(actor)
         upload = request.FILES.get(self.field)
         if upload is None:
             raise BadRequest(

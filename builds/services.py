@@ -16,16 +16,27 @@ from builds import lifecycle, pipeline, queue
 from builds.models import Build
 from builds.steplog import StepLog, log_entry
 from registry import storage
-from registry.errors import StorageUnavailable, classify_error
+from registry.errors import Forbidden, StorageUnavailable, Unauthenticated, classify_error
 from registry.tokens import Actor
 
 log = logging.getLogger(__name__)
+
+
+def require_submit_rights(actor: Actor) -> None:
+    """Who may submit a build at all (the API and the web catalog's publish page): a user, through
+    a session or a token with some publish scope. Which names they may publish is the pipeline's
+    validate step (registry.services.publish_check)."""
+    if not actor.is_authenticated:
+        raise Unauthenticated("publishing needs a token: send 'Authorization: Bearer pvr_...'")
+    if not actor.has_any_scope("publish"):
+        raise Forbidden("this token has no publish scope: it needs publish:NAME or publish:*")
 
 
 def build_submit(*, actor: Actor, kind: str, upload: Any, filename: str, build_id: uuid.UUID | None = None) -> Build:
     """Record a build for an upload (already streamed to a local temporary file and hashed), stage
     the upload where any worker can read it, and enqueue the pipeline after the commit. The build
     takes ``build_id`` (the upload's id, which names its temporary files) when given."""
+    require_submit_rights(actor)
     sha256 = getattr(upload, "sha256", "")
     build = Build.objects.create(
         **({"id": build_id} if build_id is not None else {}),

@@ -16,7 +16,10 @@ from django.core.files.uploadhandler import FileUploadHandler
 from django.http import HttpRequest
 
 from builds import workspace
-from registry.errors import RegistryError
+from registry.errors import BadRequest, RegistryError
+
+#: Room for the multipart framing around the file, beyond the package limit.
+MULTIPART_SLACK = 64 * 1024
 
 
 def too_large(limit: int) -> RegistryError:
@@ -25,6 +28,17 @@ def too_large(limit: int) -> RegistryError:
         code="archive_too_large",
         details=[{"limit": "max_package_bytes", "value": limit}],
     )
+
+
+def check_declared_length(request: HttpRequest, limit: int) -> None:
+    """Refuse an upload whose declared Content-Length is past the limit, before reading a byte of
+    it (the streaming handler still enforces the limit on what really arrives)."""
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        raise BadRequest("Content-Length is not a number") from None
+    if declared > limit + MULTIPART_SLACK:
+        raise too_large(limit)
 
 
 class HashingUploadedFile(UploadedFile):

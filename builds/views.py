@@ -2,8 +2,10 @@
 and the version it produced. (The JSON view of the same build is `builds.apis.BuildDetailApi`.)
 
 Everything shown comes from the author's package (file names in check messages, error text) and
-is escaped by the template; a build that is still queued or running is never cached and refreshes
-itself every few seconds (a meta refresh: no script needed)."""
+is escaped by the template. A build that is still queued or running is never cached; the page
+follows it live: `registry/static/registry/build-live.js` fetches the changing part of the page
+(`build_live`, the same template) every few seconds and swaps it in until the build ends; without
+scripts, the page refreshes itself (a meta refresh inside ``<noscript>``) and has a reload link."""
 
 from __future__ import annotations
 
@@ -81,10 +83,7 @@ def _log_entries(log: Any) -> list[dict[str, Any]]:
     return entries
 
 
-@catalog_page
-@require_safe
-@condition(etag_func=_build_etag, last_modified_func=_build_last_modified)
-def build_page(request: HttpRequest, build_id: str) -> HttpResponse:
+def _build_context(request: HttpRequest, build_id: str) -> dict[str, Any]:
     pk = _parse_id(build_id)
     if pk is None:
         raise NotFound(f"There is no build {build_id[:80]!r}: build ids are UUIDs.")
@@ -110,7 +109,7 @@ def build_page(request: HttpRequest, build_id: str) -> HttpResponse:
     duration = None
     if build.started_at is not None and build.finished_at is not None:
         duration = (build.finished_at - build.started_at).total_seconds()
-    context = {
+    return {
         "build": build,
         "log": log,
         "result": result,
@@ -118,9 +117,30 @@ def build_page(request: HttpRequest, build_id: str) -> HttpResponse:
         "duration": duration,
         "refresh": None if build.is_final else REFRESH_SECONDS,
         "api_url": reverse("build-detail", kwargs={"build_id": str(build.pk)}),
+        "live_url": reverse("catalog-build-live", kwargs={"build_id": str(build.pk)}),
         "title": f"Build {str(build.pk)[:8]}",
     }
+
+
+@catalog_page
+@require_safe
+@condition(etag_func=_build_etag, last_modified_func=_build_last_modified)
+def build_page(request: HttpRequest, build_id: str) -> HttpResponse:
+    context = _build_context(request, build_id)
     response = render(request, "builds/build.html", context)
-    if not build.is_final:
+    if not context["build"].is_final:
+        response["Cache-Control"] = "no-store"
+    return response
+
+
+@catalog_page
+@require_safe
+@condition(etag_func=_build_etag, last_modified_func=_build_last_modified)
+def build_live(request: HttpRequest, build_id: str) -> HttpResponse:
+    """The changing part of the build page alone (an HTML fragment, escaped like the page), for
+    the page's script to follow a build that is still queued or running."""
+    context = _build_context(request, build_id)
+    response = render(request, "builds/_build_live.html", context)
+    if not context["build"].is_final:
         response["Cache-Control"] = "no-store"
     return response

@@ -66,7 +66,7 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "registry.urls"
-# The web catalog's login (for owners managing trusted publishers; registry.account_views).
+# The web catalog's login (accounts, tokens, publishing, owners' controls; registry.account_views).
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "catalog-home"
 LOGOUT_REDIRECT_URL = "catalog-home"

@@ -7,7 +7,8 @@ from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
 from builds import apis as build_apis
 from builds import metrics as build_metrics
 from builds import views as build_views
-from registry import account_views, metrics, views
+from builds import web_views as build_web_views
+from registry import account_views, metrics, owner_views, views
 from registry.apis import (
     catalog,
     downloads,
@@ -34,11 +35,20 @@ urlpatterns = [
         account_views.trusted_publishers_page,
         name="catalog-trusted-publishers",
     ),
+    # The owners' controls (POST; before the version page, whose <version> would take "owners").
+    path("extensions/<str:name>/owners/", owner_views.owners_page, name="catalog-owners"),
+    path("extensions/<str:name>/<str:version>/yank/", owner_views.yank_page, name="catalog-yank"),
     path("extensions/<str:name>/<str:version>/", views.version_page, name="catalog-version"),
     path("builds/<str:build_id>/", build_views.build_page, name="catalog-build"),
+    path("builds/<str:build_id>/live", build_views.build_live, name="catalog-build-live"),
     path("healthz", views.healthz, name="healthz"),
     path("accounts/login/", account_views.ThrottledLoginView.as_view(), name="login"),
     path("accounts/logout/", account_views.CatalogLogoutView.as_view(), name="logout"),
+    # A signed-in user's pages: their account, tokens, and publishing from the browser.
+    path("account/", build_web_views.account_page, name="account"),
+    path("account/tokens/", account_views.tokens_page, name="account-tokens"),
+    path("account/tokens/<str:token_id>/revoke/", account_views.token_revoke_page, name="account-token-revoke"),
+    path("publish/", build_web_views.publish_page, name="catalog-publish"),
     # GET searches (registry.apis.catalog), POST publishes (builds.apis).
     path(f"{api}extensions/", build_apis.ExtensionsApi.as_view(), name="extension-publish"),
     path(f"{api}extensions/providers", catalog.ProvidersApi.as_view(), name="providers"),

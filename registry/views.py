@@ -66,6 +66,9 @@ CATALOG_CSP = "; ".join(
 #: Catalog pages may be stored by browsers and shared caches but are revalidated every time (a
 #: 304 when the ETag still matches): a publish, a yank or a download shows at once.
 CATALOG_CACHE_CONTROL = "public, max-age=0, must-revalidate"
+#: Pages for a logged-in user (registry.account_views, registry.owner_views, and any catalog page
+#: they open: its header names them) are stored by nobody.
+PERSONAL_CACHE_CONTROL = "private, no-store"
 PAGE_SIZE = 20
 #: The URL names of the catalog's pages whose address ends with a slash.
 CATALOG_DETAIL_PAGES = frozenset({"catalog-extension", "catalog-version", "catalog-build"})
@@ -133,6 +136,22 @@ def with_catalog_headers(response: HttpResponseBase) -> HttpResponseBase:
     return response
 
 
+def is_personal(request: HttpRequest) -> bool:
+    """Whether the page is for a logged-in user (its header names them; owners see their controls)."""
+    user = getattr(request, "user", None)
+    return user is not None and bool(user.is_authenticated)
+
+
+def personal_headers(response: HttpResponseBase) -> HttpResponseBase:
+    """A page for a logged-in user is stored by no cache and has no validators: a 304 would show
+    them the page as someone else (or the anonymous reader) saw it."""
+    response["Cache-Control"] = PERSONAL_CACHE_CONTROL
+    for header in ("ETag", "Last-Modified"):
+        if header in response:
+            del response[header]
+    return response
+
+
 def not_found_page(
     request: HttpRequest,
     message: str,
@@ -153,6 +172,8 @@ def not_found_page(
     }
     response = render(request, "404.html", context, status=404)
     with_catalog_headers(response)
+    if is_personal(request):
+        personal_headers(response)
     return response
 
 
@@ -187,10 +208,15 @@ def _existing_versions(error: NotFound | BadRequest, name: object) -> list[tuple
 
 def catalog_page(view: View) -> View:
     """A catalog page: a name or version in the URL that does not exist (or cannot exist) is the
-    HTML 404 saying why, and every answer carries the catalog's security and caching headers."""
+    HTML 404 saying why, and every answer carries the catalog's security and caching headers
+    (for a logged-in user: private, never conditional)."""
 
     @functools.wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        personal = is_personal(request)
+        if personal:  # never a 304 from the validators of a page as someone else saw it
+            for header in ("HTTP_IF_NONE_MATCH", "HTTP_IF_MODIFIED_SINCE"):
+                request.META.pop(header, None)
         try:
             response = view(request, *args, **kwargs)
         except (NotFound, BadRequest) as error:
@@ -198,7 +224,8 @@ def catalog_page(view: View) -> View:
             response = not_found_page(
                 request, message, names, versions=_existing_versions(error, kwargs.get("name")), search=""
             )
-        return with_catalog_headers(response)
+        with_catalog_headers(response)
+        return personal_headers(response) if personal else response
 
     return wrapper
 
