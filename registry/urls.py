@@ -8,7 +8,18 @@ from builds import apis as build_apis
 from builds import metrics as build_metrics
 from builds import views as build_views
 from registry import account_views, metrics, views
-from registry.apis import catalog, downloads, oci, owners, resolve, schema, tokens, trusted_publishers, yank
+from registry.apis import (
+    catalog,
+    downloads,
+    oci,
+    owners,
+    provenance,
+    resolve,
+    schema,
+    tokens,
+    trusted_publishers,
+    yank,
+)
 from registry.trust import views as trust_views
 
 api = "api/v1/"
@@ -43,6 +54,11 @@ urlpatterns = [
         f"{api}extensions/<str:name>/versions/<str:version>/download",
         downloads.DownloadApi.as_view(),
         name="version-download",
+    ),
+    path(
+        f"{api}extensions/<str:name>/versions/<str:version>/provenance",
+        provenance.ProvenanceApi.as_view(),
+        name="version-provenance",
     ),
     path(f"{api}builds/", build_apis.SourceBuildApi.as_view(), name="build-create"),
     path(f"{api}builds/<str:build_id>/", build_apis.BuildDetailApi.as_view(), name="build-detail"),
