@@ -32,6 +32,7 @@ import httpx
 from clients.config import Config
 from clients.errors import ClientError, os_error_message
 from clients.files import atomic_write
+from clients.provenance import ProvenanceVerifier
 from clients.trust import Trust, VerificationError
 from extensions.errors import ExtensionError
 from extensions.index import IndexCatalogue, parse_index
@@ -151,6 +152,8 @@ class RegistryClient:
         # trust_home: verify index documents and packages against the registry's signed index
         # (clients.trust), with the root pinned under trust_home. None: no verification.
         self.trust: Trust | None = None
+        # With verification on, each package's signed build provenance too (clients.provenance).
+        self.provenance: ProvenanceVerifier | None = None
         if trust_home is not None:
             self.trust = Trust(
                 self.base_url,
@@ -160,6 +163,7 @@ class RegistryClient:
                 fallback_offline=cache_fallback,
                 unreachable=self._unavailable,
             )
+            self.provenance = ProvenanceVerifier(self.trust)
 
     @classmethod
     def from_config(
@@ -435,9 +439,12 @@ class RegistryClient:
             ) from None
 
     def verify_package(self, name: str, version: str, sha256: str) -> None:
-        """With verification on: NAME VERSION's package must be a signed target with ``sha256``."""
+        """With verification on: NAME VERSION's package must be a signed target with ``sha256``, and
+        its signed provenance must attest exactly that package."""
         if self.trust is not None:
             self.trust.check_package(name, version, sha256)
+        if self.provenance is not None:
+            self.provenance.check(name, version, sha256)
 
     def _index(self, name: str) -> bytes | None:
         if self.trust is not None:
