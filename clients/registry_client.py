@@ -414,14 +414,23 @@ class RegistryClient:
                 f"it, under {trust.metadata_dir}); run once without --offline to fetch it"
             ) from None
         if document is None:
+            # Cached signed metadata that lists no such document may predate its publication: offline
+            # (or with the registry down) that is "not cached", never "no such extension".
             if self.offline:
-                return None
+                raise RegistryUnavailable(
+                    f"offline: the index document of {name!r} is not in the cache (the cached signed metadata under "
+                    f"{trust.metadata_dir} does not list it); run once without --offline to fetch it"
+                )
             # A document the registry (or something in between) serves but the signed index does
             # not list is refused, not taken for "no such extension".
             try:
                 response = self._send("GET", f"api/v1/index/{name}")
-            except RegistryUnavailable:
-                return None
+            except RegistryUnavailable as exc:
+                if not self.cache_fallback:
+                    return None
+                raise RegistryUnavailable(
+                    f"{exc.message}; the index document of {name!r} is not cached either"
+                ) from None
             if response.status_code == 200:
                 raise trust.missing_index(name)
             return None
