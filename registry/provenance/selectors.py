@@ -62,3 +62,40 @@ def provenance_summary(version: Version) -> dict[str, Any] | None:
         return summary(decode_payload(found.data))
     except ProvenanceError:
         return None
+
+
+def provenance_card(version: Version) -> dict[str, Any]:
+    """What the catalog's version and extension pages show of a version's provenance: where the
+    signed statement is, who published it and how (a trusted publisher's issuer and identity), from
+    what upload, when, and the registry's reproducibility verdict (shown with or without a statement)."""
+    name = version.extension.name
+    card: dict[str, Any] = {
+        "reproducible": version.reproducible,
+        "reproducible_note": version.reproducible_note,
+        "url": reverse("version-provenance", kwargs={"name": name, "version": version.canonical}),
+        "verify": f"provisioning extension verify {name}@{version.canonical}",
+        "statement": None,
+    }
+    facts = provenance_summary(version)
+    if facts is None:
+        return card
+    publisher = _dict(facts.get("publisher"))
+    trusted = _dict(publisher.get("trustedPublisher"))
+    claims = _dict(trusted.get("claims"))
+    identity = next((str(claims[c]) for c in ("repository", "project_path", "sub") if claims.get(c)), None)
+    digest = _dict(_dict(facts.get("upload")).get("digest"))
+    card["statement"] = {
+        "kind": "source archive" if facts.get("kind") == "source" else "uploaded package",
+        "upload_sha256": str(digest.get("sha256") or ""),
+        "user": publisher.get("user"),
+        "token": publisher.get("token"),
+        "trusted_issuer": trusted.get("issuer"),
+        "trusted_identity": identity,
+        "finished": facts.get("finished"),
+        "builder": facts.get("builder"),
+    }
+    return card
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
