@@ -130,9 +130,10 @@ def _cmd_verify(args: argparse.Namespace, ctx: Context) -> int:
         )
     out.success(report.to_dict())
     against = "the signed metadata and " if report.verified else ""
+    count = len(report.checked)
     out.line(
-        f"ok: the {len(report.checked)} extensions {infra / LOCKFILE_NAME} pins are installed exactly as "
-        f"{against}their packages' MANIFEST.json say"
+        f"ok: {count} extension{'s' if count != 1 else ''} pinned by {infra / LOCKFILE_NAME} "
+        f"{'is' if count == 1 else 'are'} installed exactly as {against}their packages' MANIFEST.json say"
     )
     return 0
 
