@@ -4,13 +4,12 @@ provenance (SPEC 6.2), the raw DSSE envelope, exactly the bytes the signed index
 from __future__ import annotations
 
 from django.http import HttpResponse
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
 
 from extensions.provenance import MEDIA_TYPE
 from registry.apis.base import AnyAcceptNegotiation, ApiView, request_etag_matches
-from registry.apis.shapes import NAME_PARAM, VERSION_PARAM, answers
+from registry.apis.shapes import NAME_PARAM, VERSION_PARAM, DsseEnvelope, answers
 from registry.provenance.selectors import provenance_get
 
 #: A statement never changes; its envelope is signed again only by a provenance key rotation, so
@@ -37,7 +36,7 @@ class ProvenanceApi(ApiView):
         parameters=[NAME_PARAM, VERSION_PARAM],
         responses=answers(
             {
-                (200, MEDIA_TYPE): OpenApiResponse(OpenApiTypes.BINARY, description="the DSSE envelope"),
+                (200, MEDIA_TYPE): OpenApiResponse(DsseEnvelope, description="the DSSE envelope"),
                 304: OpenApiResponse(description="If-None-Match named the envelope's ETag"),
             },
             400,

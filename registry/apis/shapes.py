@@ -259,6 +259,19 @@ class ProvenanceLink(serializers.Serializer):
     keyid = serializers.CharField(help_text="the provenance key that signed it")
 
 
+class DsseSignature(serializers.Serializer):
+    keyid = serializers.CharField(help_text="the provenance key's id (keys/provenance.pub in the signed index)")
+    sig = serializers.CharField(help_text="base64 Ed25519 signature over DSSE's PAE(payloadType, payload)")
+
+
+class DsseEnvelope(serializers.Serializer):
+    """A version's signed build provenance: a DSSE envelope (canonical JSON)."""
+
+    payload = serializers.CharField(help_text="base64 of the in-toto Statement v1 (SLSA Provenance v1 predicate)")
+    payloadType = serializers.ChoiceField(choices=["application/vnd.in-toto+json"])  # DSSE names it so
+    signatures = DsseSignature(many=True)
+
+
 class VersionDetail(serializers.Serializer):
     name = serializers.CharField()
     version = serializers.CharField()
