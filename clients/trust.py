@@ -234,10 +234,15 @@ class Trust:
                 f"offline: the cached index document of {name!r} is not the one the cached signed metadata of "
                 f"{self.base_url} lists (sha256 {_sha256_of(info)}); run once without --offline",
             )
-        fd, tmp = tempfile.mkstemp(prefix=".index-", suffix=".part", dir=self._tmp_dir())
+        return self._download(info, f"the index document of {name!r}")
+
+    def _download(self, info: TargetFile, what: str) -> bytes:
+        """A target's bytes, downloaded by digest and verified by ngclient (its length bounds the read)."""
+        assert self._updater is not None
+        fd, tmp = tempfile.mkstemp(prefix=".target-", suffix=".part", dir=self._tmp_dir())
         os.close(fd)
         try:
-            with self._translate(f"the index document of {name!r} from {self.base_url}"):
+            with self._translate(f"{what} from {self.base_url}"):
                 self._updater.download_target(info, tmp)
             return Path(tmp).read_bytes()
         finally:
@@ -263,15 +268,7 @@ class Trust:
                 "no_metadata",
                 f"offline: {what} (sha256 {sha256}) is not cached under {cached.parent}; run once without --offline",
             )
-        fd, tmp = tempfile.mkstemp(prefix=".target-", suffix=".part", dir=self._tmp_dir())
-        os.close(fd)
-        try:
-            with self._translate(f"{what} from {self.base_url}"):
-                self._updater.download_target(info, tmp)
-            data = Path(tmp).read_bytes()
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
+        data = self._download(info, what)
         try:
             cached.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(cached, data)

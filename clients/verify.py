@@ -44,7 +44,8 @@ def show(client: RegistryClient, name: str, version: str | None) -> VerifiedProv
         raise UsageError("`extension verify NAME` shows what the registry signed; it cannot run with --no-verify")
     chosen = _version(client, name, version)
     number = str(chosen.version)
-    client.verify_package(name, number, chosen.sha256)  # the package's signed target, then its provenance
+    if client.trust is not None:
+        client.trust.check_package(name, number, chosen.sha256)  # the package's signed target first
     return client.provenance.check(name, number, chosen.sha256)
 
 

@@ -13,8 +13,10 @@ from registry.apis.shapes import NAME_PARAM, VERSION_PARAM, DsseEnvelope, answer
 from registry.provenance.selectors import provenance_get
 
 #: A statement never changes; its envelope is signed again only by a provenance key rotation, so
-#: caches keep it for a day (not a year, as packages): after a rotation they catch up within that.
-CACHE_CONTROL = "public, max-age=86400, immutable"
+#: caches keep it for a day (not a year, as packages, and not "immutable"): after a rotation they
+#: revalidate within that (the ETag is the envelope's sha256). The signed index's copy, named by
+#: digest under /tuf/targets/, is the immutable one.
+CACHE_CONTROL = "public, max-age=86400"
 
 
 class ProvenanceApi(ApiView):
