@@ -18,22 +18,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench.bench_trust import BINS, _publish_one, _spread
-from bench.common import Context, Row, median, ms, timed
+from bench.common import Context, Row, blob_source, median, ms, timed
 
 DEPENDENCIES = ("bench-base-a", "bench-base-b")
-
-
-def _source(directory: Path, name: str, version: str, blob: bytes, dependencies: tuple[str, ...]) -> Path:
-    (directory / "data").mkdir(parents=True)
-    required = ", ".join(f'"{d} ^1.0"' for d in dependencies)
-    (directory / "extension.toml").write_text(
-        f'[extension]\nname = "{name}"\nversion = "{version}"\ndescription = "A benchmark package"\n'
-        'type = "taskserv"\n\n[compatibility]\nprovisioning_version = ">=1.0.0"\n\n'
-        f'[provides]\ntaskservs = ["{name}"]\n\n[dependencies]\nextensions = [{required}]\n'
-    )
-    (directory / "README.md").write_text(f"# {name}\n")
-    (directory / "data" / "blob.bin").write_bytes(blob)
-    return directory
+REQUIRED = tuple(f"{name} ^1.0" for name in DEPENDENCIES)
 
 
 def _packages(workdir: Path, count: int) -> tuple[list[Path], list[Path]]:
@@ -41,10 +29,10 @@ def _packages(workdir: Path, count: int) -> tuple[list[Path], list[Path]]:
 
     blob = os.urandom(4096)
     bases = [
-        build_package(_source(workdir / "src" / name, name, "1.0.0", blob, ()), workdir / "dist").path
+        build_package(blob_source(workdir / "src" / name, name, "1.0.0", blob), workdir / "dist").path
         for name in DEPENDENCIES
     ]
-    sources = [_source(workdir / "src" / f"v{i}", "bench-prov", f"1.0.{i}", blob, DEPENDENCIES) for i in range(count)]
+    sources = [blob_source(workdir / "src" / f"v{i}", "bench-prov", f"1.0.{i}", blob, REQUIRED) for i in range(count)]
     packages = [build_package(source, workdir / "dist").path for source in sources]
     return bases, packages
 

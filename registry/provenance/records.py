@@ -21,6 +21,7 @@ target ``keys/provenance.pub``. Nothing here takes locks or re-signs the index: 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import logging
@@ -64,12 +65,17 @@ def builder_id() -> str:
     return f"{builder_base()}/builder"
 
 
-def builder_version() -> dict[str, str]:
+@functools.cache
+def _registry_version() -> str:
     try:
-        version = importlib.metadata.version("provisioning-registry")
+        return importlib.metadata.version("provisioning-registry")
     except importlib.metadata.PackageNotFoundError:
-        version = "unknown"
-    return {"provisioning-registry": version, "packageFormat": PACKAGE_FORMAT}
+        return "unknown"
+
+
+def builder_version() -> dict[str, str]:
+    """The builder's version (read once per process: it is the installed code's)."""
+    return {"provisioning-registry": _registry_version(), "packageFormat": PACKAGE_FORMAT}
 
 
 # --- the build's facts --------------------------------------------------------------------------------
@@ -248,27 +254,28 @@ def envelope_for(version: Version, facts: BuildFacts, signer: CryptoSigner, *, f
     return sign(statement(build_record(version, facts, finished=finished)), signer)
 
 
-def store(version: Version, envelope: bytes, *, keyid: str) -> Provenance:
-    """Record ``envelope`` as the version's provenance (in the caller's transaction)."""
+def store(version: Version, envelope: bytes, *, keyid: str, new: bool = False) -> Provenance:
+    """Record ``envelope`` as the version's provenance (in the caller's transaction). ``new``: the
+    version was created in this transaction, so it has none yet (one INSERT, nothing read)."""
     now = timezone.now()
-    existing = Provenance.objects.filter(version=version).only("created_at").first()
+    existing = None if new else Provenance.objects.filter(version=version).only("created_at").first()
     created = existing.created_at if existing is not None else now
     plain, yanked = referrer_digests(version, envelope, created=created)
-    row, _ = Provenance.objects.update_or_create(
-        version=version,
-        defaults={
-            "created_at": created,
-            "envelope": envelope.decode("utf-8"),
-            "sha256": hashlib.sha256(envelope).hexdigest(),
-            "length": len(envelope),
-            "keyid": keyid,
-            "subject_sha256": version.sha256,
-            "oci_referrer_sha256": plain,
-            "oci_yanked_referrer_sha256": yanked,
-            "signed_at": now,
-        },
-    )
-    return row
+    fields = {
+        "created_at": created,
+        "envelope": envelope.decode("utf-8"),
+        "sha256": hashlib.sha256(envelope).hexdigest(),
+        "length": len(envelope),
+        "keyid": keyid,
+        "subject_sha256": version.sha256,
+        "oci_referrer_sha256": plain,
+        "oci_yanked_referrer_sha256": yanked,
+        "signed_at": now,
+    }
+    if existing is None:
+        return Provenance.objects.create(version=version, **fields)
+    Provenance.objects.filter(version=version).update(**fields)
+    return Provenance(version=version, **fields)
 
 
 # --- the key ----------------------------------------------------------------------------------------------

@@ -49,7 +49,7 @@ def provenance_record(*, version: Version, facts: records.BuildFacts) -> Provena
         return None
     signer = records.signer_of(key)
     envelope = records.envelope_for(version, facts, signer, finished=timezone.now())
-    return records.store(version, envelope, keyid=key.keyid)
+    return records.store(version, envelope, keyid=key.keyid, new=True)
 
 
 @dataclass(frozen=True)
