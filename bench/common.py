@@ -58,15 +58,17 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:.1f} ms"
 
 
-def blob_source(directory: Path, name: str, version: str, blob: bytes) -> Path:
+def blob_source(directory: Path, name: str, version: str, blob: bytes, dependencies: tuple[str, ...] = ()) -> Path:
     """An extension source whose package is about the size of ``blob`` (give it random bytes: the
-    data is stored, not compressed away), in ``directory``."""
+    data is stored, not compressed away), in ``directory``; ``dependencies`` as SPEC strings."""
     (directory / "data").mkdir(parents=True)
+    required = ", ".join(f'"{d}"' for d in dependencies)
     (directory / "extension.toml").write_text(
         f'[extension]\nname = "{name}"\nversion = "{version}"\n'
         f'description = "A {len(blob) // 1024} KiB benchmark package"\ntype = "taskserv"\n\n'
         '[compatibility]\nprovisioning_version = ">=1.0.0"\n\n'
         f'[provides]\ntaskservs = ["{name}"]\n'
+        + (f"\n[dependencies]\nextensions = [{required}]\n" if dependencies else "")
     )
     (directory / "README.md").write_text(f"# {name}\n")
     (directory / "data" / "blob.bin").write_bytes(blob)

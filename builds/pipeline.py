@@ -39,6 +39,7 @@ from registry import services as catalog
 from registry import storage
 from registry.errors import RegistryError
 from registry.limits import archive_limits, interface_limits, sandbox_limits
+from registry.provenance import records as provenance
 from registry.tokens import Actor
 from registry.trust import repository as trust
 
@@ -259,6 +260,14 @@ def _commit(build: Build, attempt: int, actor: Actor, unpacked: Unpacked, key: s
     def reupload() -> IO[bytes]:
         return unpacked.package.open("rb")
 
+    # What the build's provenance attests besides the version's row (SPEC 6.2), its dependencies
+    # resolved now, before the transaction.
+    facts = provenance.build_facts(
+        build,
+        dependencies=[
+            (d.name, str(d.constraint), d.constraint.written or str(d.constraint)) for d in info.manifest.dependencies
+        ],
+    )
     try:
         with transaction.atomic():
             version = catalog.version_create(
@@ -271,6 +280,7 @@ def _commit(build: Build, attempt: int, actor: Actor, unpacked: Unpacked, key: s
                 reupload=reupload,
                 reproducible=unpacked.reproducible,
                 reproducible_note=unpacked.note,
+                provenance=facts,
             )
             if not mark_succeeded(build=build, attempt=attempt, version_id=version.pk):
                 raise _LostClaim(f"build {build.pk} is no longer owned by attempt {attempt}")

@@ -24,7 +24,7 @@ from clients.output import Output
 from extensions.errors import ExtensionError
 
 # Modules under clients/commands/ that register subcommands, in help order.
-COMMAND_MODULES = ("authoring", "publishing", "trusted_publishers", "install", "account", "runtime", "trust")
+COMMAND_MODULES = ("authoring", "publishing", "trusted_publishers", "install", "verify", "account", "runtime", "trust")
 
 # The groups each module adds commands to. A command line naming a group imports only the modules
 # that add to it, so `module discover` does not pay for the authoring tools' imports (a module not
@@ -35,6 +35,7 @@ COMMAND_GROUPS: dict[str, tuple[str, ...]] = {
     "publishing": ("extension",),
     "trusted_publishers": ("extension",),
     "install": ("extension", "taskserv", "cluster", "providers"),
+    "verify": ("extension",),
     "account": ("registry",),
     "runtime": ("module", "runtime"),
     "trust": ("trust",),
@@ -42,7 +43,8 @@ COMMAND_GROUPS: dict[str, tuple[str, ...]] = {
 
 # Each group's description starts with its commands, as `--help` lists them (tests/clients/test_cli.py).
 GROUPS = {
-    "extension": "validate, test, build, publish, yank, search, info, owners, trusted-publishers and sync extensions",
+    "extension": "validate, test, build, publish, yank, search, info, owners, trusted-publishers, sync and verify "
+    "extensions",
     "module": "discover, load, list and reload extensions in the runtime",
     "taskserv": "create and list taskservs: install one (and its dependencies) into an infrastructure directory",
     "cluster": "create and list clusters: install one (and its dependencies) into an infrastructure directory",
@@ -75,8 +77,8 @@ class Context:
             )
             if no_verify:
                 self.out.warn(
-                    f"--no-verify: index documents and packages from {self._config.registry} are not checked "
-                    "against its signed metadata; use it only for a registry that has none"
+                    f"--no-verify: index documents, packages and their provenance from {self._config.registry} are "
+                    "not checked against its signed metadata; use it only for a registry that has none"
                 )
         return self._config
 
@@ -119,8 +121,8 @@ def _global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
         "--no-verify",
         action="store_true",
         default=default(False),
-        help="do not verify index documents and packages against the registry's signed metadata "
-        "(only for a registry that has none)",
+        help="do not verify index documents, packages and their provenance against the registry's signed "
+        "metadata (only for a registry that has none)",
     )
     parser.add_argument(
         "--output",

@@ -169,7 +169,7 @@ def find_extension(client: RegistryClient, type: str, name: str) -> str:
     return str(found_item["name"])
 
 
-def _latest(versions: Sequence[Candidate]) -> Candidate | None:
+def latest_version(versions: Sequence[Candidate]) -> Candidate | None:
     """As the registry counts an extension's latest version: the newest non-yanked release, else the
     newest non-yanked pre-release."""
     live = [v for v in versions if not v.yanked]
@@ -190,7 +190,7 @@ def _provider_in_cache(client: RegistryClient, type: str, name: str) -> str | No
             continue
         with contextlib.suppress(ExtensionError):
             _, versions = parse_index(document, name=candidate)
-            latest = _latest(versions)
+            latest = latest_version(versions)
             if latest is None:
                 continue
             if name in latest.extra.get("provides", {}).get(kinds, ()):

@@ -32,6 +32,7 @@ import httpx
 from clients.config import Config
 from clients.errors import ClientError, os_error_message
 from clients.files import atomic_write
+from clients.provenance import ProvenanceVerifier
 from clients.trust import Trust, VerificationError
 from extensions.errors import ExtensionError
 from extensions.index import IndexCatalogue, parse_index
@@ -151,6 +152,8 @@ class RegistryClient:
         # trust_home: verify index documents and packages against the registry's signed index
         # (clients.trust), with the root pinned under trust_home. None: no verification.
         self.trust: Trust | None = None
+        # With verification on, each package's signed build provenance too (clients.provenance).
+        self.provenance: ProvenanceVerifier | None = None
         if trust_home is not None:
             self.trust = Trust(
                 self.base_url,
@@ -160,6 +163,7 @@ class RegistryClient:
                 fallback_offline=cache_fallback,
                 unreachable=self._unavailable,
             )
+            self.provenance = ProvenanceVerifier(self.trust)
 
     @classmethod
     def from_config(
@@ -410,14 +414,23 @@ class RegistryClient:
                 f"it, under {trust.metadata_dir}); run once without --offline to fetch it"
             ) from None
         if document is None:
+            # Cached signed metadata that lists no such document may predate its publication: offline
+            # (or with the registry down) that is "not cached", never "no such extension".
             if self.offline:
-                return None
+                raise RegistryUnavailable(
+                    f"offline: the index document of {name!r} is not in the cache (the cached signed metadata under "
+                    f"{trust.metadata_dir} does not list it); run once without --offline to fetch it"
+                )
             # A document the registry (or something in between) serves but the signed index does
             # not list is refused, not taken for "no such extension".
             try:
                 response = self._send("GET", f"api/v1/index/{name}")
-            except RegistryUnavailable:
-                return None
+            except RegistryUnavailable as exc:
+                if not self.cache_fallback:
+                    return None
+                raise RegistryUnavailable(
+                    f"{exc.message}; the index document of {name!r} is not cached either"
+                ) from None
             if response.status_code == 200:
                 raise trust.missing_index(name)
             return None
@@ -435,9 +448,12 @@ class RegistryClient:
             ) from None
 
     def verify_package(self, name: str, version: str, sha256: str) -> None:
-        """With verification on: NAME VERSION's package must be a signed target with ``sha256``."""
+        """With verification on: NAME VERSION's package must be a signed target with ``sha256``, and
+        its signed provenance must attest exactly that package."""
         if self.trust is not None:
             self.trust.check_package(name, version, sha256)
+        if self.provenance is not None:
+            self.provenance.check(name, version, sha256)
 
     def _index(self, name: str) -> bytes | None:
         if self.trust is not None:

@@ -10,6 +10,8 @@ Per registry URL, under ``PROVISIONING_HOME/trust/{host_port}/``:
                      fingerprint printed once to stderr), when
     metadata/        what ngclient trusts now: root.json (root_history/N.root.json, every rotation
                      followed), timestamp.json, snapshot.json, targets.json, bin-xx.json
+    targets/         small targets already verified, by digest (<sha256>.BASENAME): provenance
+                     statements and the provenance key (clients.provenance)
 
 A failure is a `VerificationError` (exit 1): one line saying what failed (``details[0]["reason"]``:
 ``bad_signature``, ``threshold``, ``hash_mismatch``, ``length_mismatch``, ``rollback``,
@@ -232,15 +234,49 @@ class Trust:
                 f"offline: the cached index document of {name!r} is not the one the cached signed metadata of "
                 f"{self.base_url} lists (sha256 {_sha256_of(info)}); run once without --offline",
             )
-        fd, tmp = tempfile.mkstemp(prefix=".index-", suffix=".part", dir=self._tmp_dir())
+        return self._download(info, f"the index document of {name!r}")
+
+    def _download(self, info: TargetFile, what: str) -> bytes:
+        """A target's bytes, downloaded by digest and verified by ngclient (its length bounds the read)."""
+        assert self._updater is not None
+        fd, tmp = tempfile.mkstemp(prefix=".target-", suffix=".part", dir=self._tmp_dir())
         os.close(fd)
         try:
-            with self._translate(f"the index document of {name!r} from {self.base_url}"):
+            with self._translate(f"{what} from {self.base_url}"):
                 self._updater.download_target(info, tmp)
             return Path(tmp).read_bytes()
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
+
+    def target_bytes(self, path: str, *, what: str) -> bytes | None:
+        """The bytes of the target ``path`` as the signed index lists it (None when it lists no such
+        target): from this registry's target cache (``targets/<sha256>.BASENAME``, content-addressed)
+        when it holds them, else downloaded by digest and verified, then cached. Offline (or with the
+        registry unreachable), from the cache and the cached metadata only."""
+        info = self.target(path, cached_if_unreachable=True)
+        if info is None:
+            return None
+        sha256 = _sha256_of(info)
+        cached = self.folder / "targets" / f"{sha256}.{path.rsplit('/', 1)[-1]}"
+        with contextlib.suppress(OSError):
+            data = cached.read_bytes()
+            if _matches(info, data):
+                return data
+        if self._updater is None:
+            raise VerificationError(
+                "no_metadata",
+                f"offline: {what} (sha256 {sha256}) is not cached under {cached.parent}; run once without --offline",
+            )
+        data = self._download(info, what)
+        try:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(cached, data)
+        except OSError as exc:
+            raise ClientError(
+                f"cannot keep verified targets in {cached.parent}: {os_error_message(exc)}", code="home_unusable"
+            ) from None
+        return data
 
     def check_package(self, name: str, version: str, sha256: str) -> TargetFile:
         """The signed target of NAME VERSION's package, which must have ``sha256`` (VerificationError otherwise)."""

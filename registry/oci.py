@@ -20,11 +20,10 @@ error, never wrong bytes).
 Errors are `OciError`s with an HTTP status and an OCI error code; the views render them in OCI's
 format, ``{"errors": [{"code", "message", "detail"}]}``, never the registry's envelope.
 
-Referrers: artifacts attached to a version's manifest (the build provenance, SPEC 6.2, once it
-exists) come from the `ReferrerSource`s in `REFERRER_SOURCES`; there are none yet, so the referrers
-API answers an empty index. A source lists the referrer manifests of a subject and serves those
-manifests and their blobs by digest; register one with `register_referrer_source` (from the owning
-app's ``AppConfig.ready()``: provenance lives in ``builds``, which ``registry`` never imports).
+Referrers: artifacts attached to a version's manifest (the build provenance, SPEC 6.2) come from the
+`ReferrerSource`s in `REFERRER_SOURCES`. A source lists the referrer manifests of a subject and
+serves those manifests and their blobs by digest; one registers with `register_referrer_source`
+from its app's ``AppConfig.ready()`` (the provenance's: `registry.provenance.referrers`).
 """
 
 from __future__ import annotations
@@ -400,8 +399,30 @@ class ReferrerSource(Protocol):
     def blob(self, name: str, digest: str) -> Blob | None: ...
 
 
-#: The sources of referrers, asked in order. None yet: provenance (issue 12) registers the first.
+#: The sources of referrers, asked in order (the build provenance's, `registry.provenance.referrers`,
+#: registered by its app).
 REFERRER_SOURCES: list[ReferrerSource] = []
+
+
+def version_subjects(version: Version | int) -> list[Subject]:
+    """A version's manifests (a row, or its id), plain then yanked, as the subjects referrers name
+    (none while the version has no OCI config)."""
+    if isinstance(version, int):
+        found = _rows().filter(pk=version).first()
+        if found is None:
+            return []
+        version = found
+    if not version.oci_config:
+        return []
+    return [
+        Subject(
+            name=version.extension.name,
+            version=version.version,
+            version_id=int(version.pk),
+            manifest=_manifest(version, yanked=yanked),
+        )
+        for yanked in (False, True)
+    ]
 
 
 def register_referrer_source(source: ReferrerSource) -> None:

@@ -45,6 +45,8 @@ from registry.models import (
     Provide,
     Version,
 )
+from registry.provenance.records import BuildFacts
+from registry.provenance.services import provenance_record
 from registry.selectors import categories_text, check_name, unknown_extension
 from registry.staticindex import static_index_refresh
 from registry.tokens import (
@@ -348,9 +350,11 @@ def version_create(
     reproducible: bool | None = None,
     reproducible_note: str = "",
     interface: dict[str, Any] | None = None,
+    provenance: BuildFacts | None = None,
 ) -> Version:
     """Commit a stored package as a version: the extension (first publish makes the publisher its
-    owner), the version, its dependencies and provides, and the audit event, in one transaction.
+    owner), the version, its dependencies and provides, its signed provenance (from the build's
+    ``provenance`` facts, SPEC 6.2), and the audit event, in one transaction.
 
     Must run inside ``transaction.atomic()``. If the stored object vanished meanwhile (a concurrent
     failed publish of the same bytes removed it), it is stored again from ``reupload`` under the
@@ -435,6 +439,8 @@ def version_create(
         ]
     )
     oci.version_store_documents(version=version, manifest=manifest, tar_sha256=package.tar_sha256)
+    if provenance is not None:
+        provenance_record(version=version, facts=provenance)
     extension_refresh(extension)
     audit(
         action=AuditEvent.Action.PUBLISH,

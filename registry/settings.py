@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "registry",
     "registry.trust",
+    "registry.provenance",
     "builds",
 ]
 

@@ -41,6 +41,7 @@ from registry.apis.shapes import download_url
 from registry.errors import BadRequest, NotFound
 from registry.interface import interface_section
 from registry.models import Extension, Version
+from registry.provenance.selectors import provenance_card
 
 log = logging.getLogger(__name__)
 
@@ -667,6 +668,7 @@ def extension_page(request: HttpRequest, name: str) -> HttpResponse:
         "extension": extension,
         "latest": extension.latest_version,
         "shown": shown,
+        "provenance": provenance_card(_with_extension(display, extension)) if display is not None else None,
         "owners": selectors.extension_owners(extension),
         "versions": _versions_table(extension),
         "downloads": _downloads(extension),
@@ -703,6 +705,7 @@ def version_page(request: HttpRequest, name: str, version: str) -> HttpResponseB
         "extension": extension,
         "latest": extension.latest_version,
         "shown": _version_view(extension, row),
+        "provenance": provenance_card(row),
         "owners": selectors.extension_owners(extension),
         "versions": _versions_table(extension),
         "downloads": _downloads(extension, row),

@@ -20,6 +20,7 @@ from extensions.names import NAME_PATTERN
 from registry import selectors
 from registry.apis.base import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET
 from registry.models import ApiToken, Extension, Provide, Version
+from registry.provenance.selectors import provenance_link
 
 SOURCE = "registry"
 
@@ -123,6 +124,7 @@ def version_detail(version: Version, base: str) -> dict[str, Any]:
         "files": version.files,
         "download_url": download_url(base, version),
         "reproducible": {"verified": version.reproducible, "note": version.reproducible_note},
+        "provenance": provenance_link(version, base),
     }
 
 
@@ -243,6 +245,33 @@ class Reproducibility(serializers.Serializer):
     note = serializers.CharField(allow_blank=True, help_text="how that was found, or how the package differs")
 
 
+class ProvenanceSubject(serializers.Serializer):
+    name = serializers.CharField(help_text="NAME-VERSION.tar.gz")
+    sha256 = serializers.CharField(help_text="the package's sha256, as the statement attests it")
+
+
+class ProvenanceLink(serializers.Serializer):
+    url = serializers.URLField(help_text="GET it: the DSSE envelope (application/vnd.in-toto+json)")
+    media_type = serializers.CharField()
+    sha256 = serializers.CharField(help_text="of the envelope: its ETag, and what the signed index lists")
+    target = serializers.CharField(help_text="its path in the signed index (TUF target)")
+    subject = ProvenanceSubject()
+    keyid = serializers.CharField(help_text="the provenance key that signed it")
+
+
+class DsseSignature(serializers.Serializer):
+    keyid = serializers.CharField(help_text="the provenance key's id (keys/provenance.pub in the signed index)")
+    sig = serializers.CharField(help_text="base64 Ed25519 signature over DSSE's PAE(payloadType, payload)")
+
+
+class DsseEnvelope(serializers.Serializer):
+    """A version's signed build provenance: a DSSE envelope (canonical JSON)."""
+
+    payload = serializers.CharField(help_text="base64 of the in-toto Statement v1 (SLSA Provenance v1 predicate)")
+    payloadType = serializers.ChoiceField(choices=["application/vnd.in-toto+json"])  # DSSE names it so
+    signatures = DsseSignature(many=True)
+
+
 class VersionDetail(serializers.Serializer):
     name = serializers.CharField()
     version = serializers.CharField()
@@ -266,6 +295,7 @@ class VersionDetail(serializers.Serializer):
     files = PackageFile(many=True)
     download_url = serializers.URLField()
     reproducible = Reproducibility()
+    provenance = ProvenanceLink(allow_null=True, help_text="the signed build provenance (null: none yet)")
 
 
 class DependentVersion(serializers.Serializer):

@@ -1,11 +1,13 @@
 """Do the signed metadata and the catalogue agree? (`manage.py trust check`; issue 15's
 `check_integrity` calls `check_integrity()` too.)
 
-Checked: every target the catalogue implies (index documents, packages) is a target row with the
-same digest and length, in the bin its path hashes to, and nothing else is; every role's stored
-file is the committed version (digest, length), parses, is signed by its keys (the root's, or the
-targets role's delegation for bins), lists exactly the rows (bins) or the versions (snapshot,
-timestamp), and has not expired; the bytes of every target are where the view serves them from."""
+Checked: every target the catalogue implies (index documents, packages, provenance statements, the
+provenance key) is a target row with the same digest and length, in the bin its path hashes to,
+and nothing else is; every role's stored file is the committed version (digest, length), parses,
+is signed by its keys (the root's, or the targets role's delegation for bins), lists exactly the
+rows (bins) or the versions (snapshot, timestamp), and has not expired; the bytes of every target
+are where the view serves them from. (Whether every version's provenance is valid:
+`registry.provenance.integrity.check_provenance`.)"""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from registry import storage
 from registry.models import Extension
 from registry.trust import repository
 from registry.trust.models import TrustRole, TrustTarget
-from registry.trust.targets import BY_NAME, extension_targets
+from registry.trust.targets import BY_NAME, Target, extension_targets, registry_targets
 
 _BAD = (RepositoryError, DeserializationError, ValueError, KeyError, TypeError)
 
@@ -34,17 +36,22 @@ def check_integrity(*, files: bool = True) -> list[str]:
     state = repository._load_state()
     rows = {t.path: t for t in TrustTarget.objects.all()}
     seen: set[str] = set()
-    for extension in Extension.objects.prefetch_related("versions").iterator(chunk_size=500):
-        for path, target in extension_targets(extension, extension.versions.all()).items():
+
+    def compare(targets: dict[str, Target], whose: str) -> None:
+        for path, target in targets.items():
             seen.add(path)
             row = rows.get(path)
             if row is None:
-                problems.append(f"target {path} (sha256 {target.sha256}) is in the catalogue but not signed")
+                problems.append(f"target {path} (sha256 {target.sha256}) is in {whose} but not signed")
             elif (row.sha256, row.length) != (target.sha256, target.length):
                 problems.append(
                     f"target {path}: signed as sha256 {row.sha256} ({row.length} bytes), "
-                    f"but the catalogue has sha256 {target.sha256} ({target.length} bytes)"
+                    f"but {whose} has sha256 {target.sha256} ({target.length} bytes)"
                 )
+
+    for extension in Extension.objects.prefetch_related("versions").iterator(chunk_size=500):
+        compare(extension_targets(extension, extension.versions.all()), "the catalogue")
+    compare(registry_targets(), "the registry's own targets (its provenance key)")
     for path, row in rows.items():
         if path not in seen:
             problems.append(f"target {path} is signed but not in the catalogue")

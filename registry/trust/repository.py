@@ -15,7 +15,7 @@ written once and never changes):
 transaction; `record_extension` runs inside it, last: it takes the signed index's lock (an UPDATE
 of one row, so writers queue on it: a writer's bins, snapshot and timestamp never interleave with
 another's), diffs the extension's targets against the committed rows, stores the new target files,
-the affected bins (one or two), the snapshot and finally timestamp.json, then updates the rows.
+the affected bins (one to three), the snapshot and finally timestamp.json, then updates the rows.
 The transaction then commits. So by the time a reader can see the new index document, signed
 metadata that covers it is already served. If the transaction does not commit (a crash, a
 failed constraint), storage is *ahead* of the rows: timestamp.json names a snapshot the database
@@ -65,9 +65,10 @@ from tuf.api.serialization.json import JSONSerializer
 from registry import storage
 from registry.errors import StorageUnavailable
 from registry.models import Extension
+from registry.provenance import records as provenance_records
 from registry.trust import keys
 from registry.trust.models import TrustRole, TrustTarget
-from registry.trust.targets import BY_NAME, TARGETS_PREFIX, Target, extension_targets
+from registry.trust.targets import BY_NAME, TARGETS_PREFIX, Target, extension_targets, registry_targets
 
 log = logging.getLogger(__name__)
 
@@ -348,17 +349,36 @@ def _targets_metadata(state: _State, version: int, expires: datetime) -> Metadat
 # --- the hook: a publish, yank or unyank --------------------------------------------------------------
 
 
+def take_lock() -> None:
+    """The signed index's lock, for a writer that must hold it before it reaches `record_extension`
+    (the provenance signer: a key rotation must not interleave). Taken last, as always."""
+    _take_lock()
+
+
 def record_extension(extension: Extension) -> list[str]:
     """Sign the extension's targets as they are in this transaction (its index document, its
-    packages). Call last inside the transaction that changes the catalogue. Returns the metadata
-    roles re-signed ([] when nothing changed or the registry has no signed index)."""
+    packages, their provenance). Call last inside the transaction that changes the catalogue.
+    Returns the metadata roles re-signed ([] when nothing changed or the registry has no signed
+    index)."""
+    return record_extensions([extension])
+
+
+def record_extensions(extensions: Iterable[Extension], *, registry: bool = False) -> list[str]:
+    """`record_extension` for several extensions (and, with ``registry``, the targets that belong to
+    no extension: the provenance key), re-signing the bins they touch, a snapshot and the timestamp
+    once."""
     _take_lock()
     if not initialized():
         return []
-    desired = extension_targets(extension)
-    current = {t.path: t for t in TrustTarget.objects.filter(extension=extension.name)}
     state = _load_state()
-    affected = _apply(state, desired, current)
+    affected: set[str] = set()
+    for extension in extensions:
+        desired = extension_targets(extension)
+        current = {t.path: t for t in TrustTarget.objects.filter(extension=extension.name)}
+        affected |= _apply(state, desired, current)
+    if registry:
+        current = {t.path: t for t in TrustTarget.objects.filter(extension="")}
+        affected |= _apply(state, registry_targets(), current)
     if not affected:
         return []
     return _publish(state, affected)
@@ -427,10 +447,13 @@ def _lost_files(state: _State) -> set[str]:
     }
     missing = [t for t in stored.values() if not storage.exists(BY_NAME[t.kind].storage_key(t.path, t.sha256))]
     for target in missing:
-        extension = Extension.objects.filter(name=target.extension).first()
-        if extension is None:
-            continue
-        again = extension_targets(extension).get(target.path)
+        if target.extension:
+            extension = Extension.objects.filter(name=target.extension).first()
+            if extension is None:
+                continue
+            again = extension_targets(extension).get(target.path)
+        else:
+            again = registry_targets().get(target.path)
         if again is not None and again.data is not None and again.sha256 == target.sha256:
             _put_target(target.kind, target.path, target.sha256, again.data)
     if lost or missing:
@@ -503,6 +526,7 @@ class Initialized:
     fingerprint: str
     targets: int
     bins: int
+    provenance_key: Path | None = None
 
 
 def init(
@@ -553,6 +577,9 @@ def init(
         state.rows["targets"] = TrustRole(name="targets", version=0, expires=now, sha256="", length=0)
         state.rows["snapshot"] = TrustRole(name="snapshot", version=0, expires=now, sha256="", length=0)
         state.rows["timestamp"] = TrustRole(name="timestamp", version=0, expires=now, sha256="", length=0)
+        # The provenance key (SPEC 6.2), and a statement for every version published before it.
+        provenance_key, provenance_signer = provenance_records.create_key()
+        provenance_records.backfill(provenance_signer)
         _sign_catalogue(state)
         _write(state, "targets", lambda v, e: _targets_metadata(state, v, e))
         state.rows["targets"] = state.changed["targets"]
@@ -565,6 +592,7 @@ def init(
         fingerprint=_digest(root_data),
         targets=TrustTarget.objects.count(),
         bins=succinct.number_of_bins,
+        provenance_key=provenance_records.key_path(provenance_key.keyid),
     )
 
 
@@ -588,6 +616,15 @@ def _sign_catalogue(state: _State) -> None:
         if len(batch) >= 2000:
             TrustTarget.objects.bulk_create(batch)
             batch = []
+    for path, target in registry_targets().items():
+        if target.data is not None:
+            _put_target(target.kind, path, target.sha256, target.data)
+        batch.append(
+            TrustTarget(
+                path=path, kind=target.kind, extension="", role=state.bin_for(path), sha256=target.sha256,
+                length=target.length,
+            )
+        )  # fmt: skip
     TrustTarget.objects.bulk_create(batch)
 
 
@@ -677,7 +714,9 @@ def describe() -> dict[str, Any]:
     state = _load_state()
     root = state.root.signed
     rows = {r.name: r for r in TrustRole.objects.filter(name__in=TOP_LEVEL)}
+    key = provenance_records.current_key()
     return {
+        "provenance_key": {"keyid": key.keyid, "created": key.created_at.isoformat()} if key is not None else None,
         "fingerprint": root_fingerprint(1),
         "root_version": root.version,
         "consistent_snapshot": root.consistent_snapshot,

@@ -1,23 +1,27 @@
 """What the signed index signs: its target kinds. Each kind says which targets an extension has
-(path, digest, length) and where the bytes of one are kept. Adding a kind (issue 12's provenance
-statements, ``provenance/NAME/NAME-VERSION.intoto.json``) is one class here and one entry in
-`KINDS`; publishing, yanking, ``trust init``, the integrity check and the /tuf/targets/ view all go
-through this table.
+(path, digest, length), which targets the registry has that belong to no extension (its
+provenance key), and where the bytes of one are kept. Adding a kind is one class here and one
+entry in `KINDS`; publishing, yanking, ``trust init``, the integrity check and the /tuf/targets/
+view all go through this table.
 
 Target paths (and, with consistent snapshots, the file names clients fetch):
 
-- ``index/NAME.json``                         served as ``index/<sha256>.NAME.json``
-- ``packages/NAME/NAME-VERSION.tar.gz``       served as ``packages/NAME/<sha256>.NAME-VERSION.tar.gz``
+- ``index/NAME.json``                            served as ``index/<sha256>.NAME.json``
+- ``packages/NAME/NAME-VERSION.tar.gz``          served as ``packages/NAME/<sha256>.NAME-VERSION.tar.gz``
+- ``provenance/NAME/NAME-VERSION.intoto.json``   served as ``provenance/NAME/<sha256>.NAME-VERSION.intoto.json``
+- ``keys/provenance.pub``                        served as ``keys/<sha256>.provenance.pub`` (no extension's)
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from registry import storage
 from registry.models import Extension, Version
+from registry.provenance.models import Provenance, ProvenanceKey
 
 TARGETS_PREFIX = "tuf/targets"
 
@@ -26,7 +30,7 @@ TARGETS_PREFIX = "tuf/targets"
 class Target:
     path: str
     kind: str
-    extension: str
+    extension: str  # "" for a target of the registry's own (its provenance key)
     sha256: str
     length: int
     # The bytes to keep under tuf/targets/ (None: they are kept elsewhere, e.g. the package object).
@@ -41,6 +45,10 @@ class TargetKind:
 
     def targets(self, extension: Extension, versions: Iterable[Version]) -> Iterator[Target]:
         raise NotImplementedError
+
+    def registry_targets(self) -> Iterator[Target]:
+        """The targets of this kind that belong to no extension."""
+        return iter(())
 
     def storage_key(self, path: str, sha256: str) -> str:
         """Where the bytes of the target ``path`` with this digest are kept."""
@@ -82,7 +90,55 @@ class Packages(TargetKind):
         return storage.package_key(sha256)
 
 
-KINDS: tuple[TargetKind, ...] = (IndexDocuments(), Packages())
+class ProvenanceStatements(TargetKind):
+    """Every version's signed provenance (SPEC 6.2): its DSSE envelope, exactly as
+    ``GET /api/v1/extensions/NAME/versions/VERSION/provenance`` answers it."""
+
+    name = "provenance"
+    media_type = "application/vnd.in-toto+json"
+
+    def targets(self, extension: Extension, versions: Iterable[Version]) -> Iterator[Target]:
+        by_id = {version.pk: version for version in versions}
+        rows = Provenance.objects.filter(version__extension_id=extension.pk).values_list(
+            "version_id", "sha256", "length", "envelope"
+        )
+        for version_id, sha256, length, envelope in rows:
+            version = by_id.get(version_id)
+            if version is not None:
+                yield Target(
+                    provenance_path(extension.name, version.version),
+                    self.name,
+                    extension.name,
+                    sha256,
+                    length,
+                    envelope.encode("utf-8"),
+                )
+
+
+class RegistryKeys(TargetKind):
+    """The registry's provenance public key (PEM), so that clients get it through the signed index."""
+
+    name = "keys"
+    media_type = "application/x-pem-file"
+
+    def targets(self, extension: Extension, versions: Iterable[Version]) -> Iterator[Target]:
+        return iter(())
+
+    def registry_targets(self) -> Iterator[Target]:
+        key = ProvenanceKey.objects.filter(retired_at__isnull=True).first()
+        if key is not None:
+            data = key.public_pem.encode("ascii")
+            yield Target(PROVENANCE_KEY_PATH, self.name, "", hashlib.sha256(data).hexdigest(), len(data), data)
+
+
+PROVENANCE_KEY_PATH = "keys/provenance.pub"
+
+
+def provenance_path(name: str, version: str) -> str:
+    return f"provenance/{name}/{name}-{version}.intoto.json"
+
+
+KINDS: tuple[TargetKind, ...] = (IndexDocuments(), Packages(), ProvenanceStatements(), RegistryKeys())
 BY_NAME = {kind.name: kind for kind in KINDS}
 
 # A served target file name: DIRS/<sha256>.BASENAME (consistent snapshots), nothing else.
@@ -95,6 +151,11 @@ def extension_targets(extension: Extension, versions: Iterable[Version] | None =
     """Every target of one extension, by path."""
     rows = list(extension.versions.all() if versions is None else versions)
     return {t.path: t for kind in KINDS for t in kind.targets(extension, rows)}
+
+
+def registry_targets() -> dict[str, Target]:
+    """Every target that belongs to no extension (the provenance key), by path."""
+    return {t.path: t for kind in KINDS for t in kind.registry_targets()}
 
 
 def parse_served(name: str) -> tuple[TargetKind, str, str] | None:

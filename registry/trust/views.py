@@ -80,4 +80,4 @@ def target(request: HttpRequest, path: str) -> HttpResponseBase:
             except RegistryError:
                 return HttpResponse("storage unavailable\n", status=503, content_type="text/plain")
         return _serve(key, content_type="application/gzip", cache=IMMUTABLE, filename=basename)
-    return _serve(key, content_type="application/json", cache=IMMUTABLE)
+    return _serve(key, content_type=kind.media_type, cache=IMMUTABLE)

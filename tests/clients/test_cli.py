@@ -42,7 +42,10 @@ def test_extension_help_lists_info_and_no_inspect(capsys: Capsys) -> None:
     assert stopped.value.code == 0
     out = capsys.readouterr().out
     said = " ".join(out.replace("-\n", "-").split())  # argparse may break a line after a hyphen
-    assert "validate, test, build, publish, yank, search, info, owners, trusted-publishers and sync extensions" in said
+    assert (
+        "validate, test, build, publish, yank, search, info, owners, trusted-publishers, sync and verify extensions"
+        in said
+    )
     assert "inspect" not in out
 
 

@@ -80,7 +80,8 @@ def test_trust_init_signs_every_target_of_the_catalogue(
     settings.REGISTRY_TUF_KEYS_DIR = tmp_path / "keys"
     with transaction.atomic():
         done = repository.init(root_key_dir=tmp_path / "root", bit_length=4)
-    assert done.targets == 3 and done.bins == 16
+    # the index document, two packages, their two provenance statements and the provenance key
+    assert done.targets == 6 and done.bins == 16
     assert done.root_key.parent == tmp_path / "root" and oct(done.root_key.stat().st_mode & 0o777) == "0o600"
     assert not done.root_key.is_relative_to(tmp_path / "keys")  # the root key is kept apart
     assert check_integrity() == []
@@ -107,7 +108,8 @@ def test_a_publish_and_a_yank_re_sign_one_or_two_bins_the_snapshot_and_the_times
     after = _versions()
     changed = sorted(name for name in after if after[name] != before.get(name))
     bins = [name for name in changed if name.startswith("bin-")]
-    assert {"snapshot", "timestamp"} <= set(changed) and 1 <= len(bins) <= 2, changed
+    # the bins of the index document, the package and its provenance
+    assert {"snapshot", "timestamp"} <= set(changed) and 1 <= len(bins) <= 3, changed
     assert len(changed) == len(bins) + 2  # never root, targets or the other bins
     assert after["snapshot"] == before["snapshot"] + 1 and after["timestamp"] == before["timestamp"] + 1
 

@@ -1,10 +1,15 @@
 """`python manage.py trust init|rotate|show|check|maintain`: the signed index's keys and metadata.
 
 trust init [--if-missing] [--root-key-dir DIR] [--bins N] [--threshold ROLE=N]...
-trust rotate ROLE [--root-key FILE]...       ROLE: root, targets, snapshot, timestamp
+trust rotate ROLE [--root-key FILE]...       ROLE: root, targets, snapshot, timestamp, provenance
 trust show [--json]
 trust check                                   exit 1 when the metadata and the catalogue disagree
 trust maintain                                re-sign what is close to expiry; repair storage
+
+`trust init` also creates the provenance key (SPEC 6.2), which signs every build's provenance and
+is published as the signed target ``keys/provenance.pub``; ``--if-missing`` on a signed index
+initialized before provenance existed creates just that key (and the versions' statements).
+`trust rotate provenance` needs no root key: the public key is a target, signed by the targets key.
 """
 
 from __future__ import annotations
@@ -15,8 +20,12 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from registry.provenance import services as provenance
+from registry.provenance.integrity import check_provenance
 from registry.trust import keys, repository
 from registry.trust.integrity import check_integrity
+
+ROTATABLE = (*keys.ROLES, "provenance")
 
 OFFLINE_ADVICE = (
     "Move it offline now (a USB key in a safe, a hardware token): it is needed only to sign a new root "
@@ -40,10 +49,10 @@ class Command(BaseCommand):
             help="keys (and signatures required) for an online role, e.g. targets=2",
         )  # fmt: skip
         rotate = sub.add_parser("rotate", help="replace a role's keys (a new root version signed by old and new)")
-        rotate.add_argument("role", choices=keys.ROLES)
+        rotate.add_argument("role", choices=ROTATABLE)
         rotate.add_argument(
             "--root-key", type=Path, action="append", default=[],
-            help="a current root key file (default: every *.pem under var/tuf-root/)",
+            help="a current root key file (default: every *.pem under var/tuf-root/; not needed for provenance)",
         )  # fmt: skip
         show = sub.add_parser("show", help="the root fingerprint clients check, roles, keys, versions, expiry")
         show.add_argument("--json", action="store_true")
@@ -59,6 +68,10 @@ class Command(BaseCommand):
     def _init(self, options: dict[str, Any]) -> None:
         if options["if_missing"] and repository.initialized():
             self.stdout.write("the signed index is already initialized")
+            added = provenance.key_ensure()
+            if added is not None:
+                self.stdout.write(f"provenance key: {added.key_file}")
+                self.stdout.write(f"signed the provenance of {added.signed} versions published before it existed")
             return
         bins = options["bins"]
         if bins < 2 or bins & (bins - 1) or bins > 2**16:
@@ -77,9 +90,19 @@ class Command(BaseCommand):
         for role, paths in done.online_keys.items():
             for path in paths:
                 self.stdout.write(f"{role} key: {path}")
+        if done.provenance_key is not None:
+            self.stdout.write(f"provenance key: {done.provenance_key}")
         self.stdout.write(f"root fingerprint (1.root.json): sha256:{done.fingerprint}")
 
     def _rotate(self, options: dict[str, Any]) -> None:
+        if options["role"] == "provenance":
+            change = provenance.key_rotate()
+            self.stdout.write(f"provenance key rotated: {change.keyid[:16]}, published as keys/provenance.pub")
+            self.stdout.write(f"new provenance key: {change.key_file}")
+            if change.removed is not None:
+                self.stdout.write(f"removed the old key {change.removed}")
+            self.stdout.write(f"signed {change.signed} provenance statements again with it")
+            return
         paths = options["root_key"] or sorted(keys.default_root_key_dir().glob("*.pem"))
         if not paths:
             raise CommandError(
@@ -110,14 +133,17 @@ class Command(BaseCommand):
                 f"{name:10} v{role['version']:<6} expires {role['expires']}  "
                 f"threshold {role['threshold']} of {', '.join(k[:16] for k in role['keyids'])}"
             )
+        key = info["provenance_key"]
+        shown = f"{key['keyid'][:16]}, since {key['created']}" if key else "none (run `trust init --if-missing`)"
+        self.stdout.write(f"provenance key {shown}; published as keys/provenance.pub")
 
     def _check(self, options: dict[str, Any]) -> None:
-        problems = check_integrity()
+        problems = check_integrity() + check_provenance()
         if problems:
             for problem in problems:
                 self.stderr.write(problem)
             raise CommandError(f"{len(problems)} problem(s) in the signed index")
-        self.stdout.write("the signed metadata and the catalogue agree")
+        self.stdout.write("the signed metadata and the catalogue agree; every version has a valid signed provenance")
 
     def _maintain(self, options: dict[str, Any]) -> None:
         written = repository.maintain()
