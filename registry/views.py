@@ -41,7 +41,7 @@ from registry.apis.shapes import download_url
 from registry.errors import BadRequest, NotFound
 from registry.interface import interface_section
 from registry.models import Extension, Version
-from registry.provenance.selectors import provenance_card
+from registry.provenance.selectors import provenance_card, provenance_of
 
 log = logging.getLogger(__name__)
 
@@ -620,12 +620,32 @@ def _graph(extension: Extension, version: Version | None) -> dict[str, Any] | No
 
 def version_provenance(version: Version) -> Mapping[str, Any] | None:
     """The provenance summary the version page shows in its Trust section, or None (then the
-    section says there is none yet). THE HOOK for the provenance app: return a mapping with
-    ``builder`` (the builder id), ``source_digest`` (``sha256:…`` of the source archive or the
-    uploaded package), and optionally ``source_kind`` (``source archive`` / ``uploaded package``),
-    ``build_url``, ``statement_url`` (the DSSE envelope, SPEC 6.2), ``signed_by`` (key id),
-    ``finished_at`` (a datetime). Every value is rendered escaped."""
-    return None
+    section says there is none): ``builder`` (the builder id), ``source_digest`` (``sha256:…`` of
+    the source archive or the uploaded package), ``source_kind``, ``statement_url`` (the DSSE
+    envelope, SPEC 6.2), ``signed_by`` (key id), ``published_by``, ``finished_at`` (a datetime),
+    from the provenance app's card (registry.provenance.selectors). Every value is rendered escaped."""
+    card = provenance_card(version)
+    statement = card.get("statement")
+    if not statement:
+        return None
+    found = provenance_of(version)
+    finished = statement.get("finished")
+    try:
+        finished_at = datetime.fromisoformat(str(finished).replace("Z", "+00:00")) if finished else None
+    except ValueError:
+        finished_at = None
+    publisher = statement.get("trusted_identity") or statement.get("user")
+    return {
+        "builder": statement.get("builder") or "",
+        "source_digest": f"sha256:{statement['upload_sha256']}" if statement.get("upload_sha256") else "",
+        "source_kind": statement.get("kind") or "",
+        "statement_url": card.get("url"),
+        "signed_by": found.keyid if found is not None else "",
+        "published_by": publisher or "",
+        "trusted_issuer": statement.get("trusted_issuer") or "",
+        "finished_at": finished_at,
+        "verify": card.get("verify"),
+    }
 
 
 def _trust(extension: Extension, version: Version) -> dict[str, Any]:
@@ -705,7 +725,7 @@ def version_page(request: HttpRequest, name: str, version: str) -> HttpResponseB
         "extension": extension,
         "latest": extension.latest_version,
         "shown": _version_view(extension, row),
-        "provenance": provenance_card(row),
+        "provenance": None,  # the Trust section shows it (version_provenance)
         "owners": selectors.extension_owners(extension),
         "versions": _versions_table(extension),
         "downloads": _downloads(extension, row),

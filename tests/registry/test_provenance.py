@@ -347,11 +347,18 @@ def test_the_version_page_shows_the_reproducible_mark_and_links_the_statement(
     client: Client, signed: Path, publisher: Publisher
 ) -> None:
     publisher("etcd", "3.5.9")
+    # The version page shows it in its Trust section; the extension page in its sidebar card.
     page = client.get("/extensions/etcd/3.5.9/").content.decode()
+    trust = page.split('id="trust"', 1)[1].split("</section>", 1)[0]
+    assert '<dt>Reproducible</dt>\n    <dd><span class="badge badge-ok">yes</span>' in trust
+    assert f'href="{provenance_url("etcd", "3.5.9")}"' in trust
+    assert "provisioning extension verify etcd@3.5.9" in trust
+    assert "Published by alice" in trust
+    assert "Built by <code>" in trust and "From uploaded package <code" in trust
+    assert page.count('id="provenance-title"') == 0  # not twice on one page
+    page = client.get("/extensions/etcd/").content.decode()
     assert 'badge badge-latest">reproducible<' in page
-    assert f'href="{provenance_url("etcd", "3.5.9")}"' in page
     assert "provisioning extension verify etcd@3.5.9" in page
-    assert "published by" in page.lower() and "alice" in page
     Version.objects.filter(version="3.5.9").update(reproducible=False, reproducible_note="MANIFEST.json differs")
     Provenance.objects.all().delete()
     page = client.get("/extensions/etcd/").content.decode()
