@@ -223,9 +223,12 @@ class Cluster:
         base["PATH"] = f"{tools}:{Path(sys.executable).parent}:{base.get('PATH', '/usr/bin:/bin')}"
         base["PYTHONPATH"] = os.pathsep.join(p for p in (str(BASE_DIR), os.environ.get("PYTHONPATH", "")) if p)
         data = self.directory / role
+        # Workers log each build they run (the pipeline's INFO lines): which worker built what.
+        level = {"LOG_LEVEL": "info"} if role.startswith("worker") else {}
         return {
             **base,
             **self.common_env(),
+            **level,
             "REGISTRY_DATA_DIR": str(data),
             "REGISTRY_TUF_KEYS_DIR": str(data / "tuf-keys"),
             "HOME": str(data / "home"),
@@ -337,6 +340,10 @@ class Cluster:
             # PostgreSQL: SIGINT is its fast shutdown (SIGTERM would wait for every client).
             proc.stop(signum=signal.SIGINT if role == "postgres" else signal.SIGTERM, timeout=15)
         self.save()
+
+    def log(self, role: str) -> str:
+        """What a process wrote (its output and errors) so far."""
+        return Path(self.procs[role].log).read_text(encoding="utf-8", errors="replace")
 
     def alive(self) -> dict[str, bool]:
         return {role: proc.alive() for role, proc in self.procs.items()}

@@ -62,6 +62,7 @@ class Outcome:
     status: int  # 0: no answer (refused, reset, timed out)
     error: str = ""  # what went wrong, when something did
     code: str = ""  # the envelope's error code, when there is one
+    retry_after: str = ""  # the Retry-After header of an error answer
 
     @property
     def server_error(self) -> bool:
@@ -274,10 +275,11 @@ class _Run:
     def now(self) -> float:
         return time.monotonic() - self.result.started
 
-    def record(self, kind: str, began: float, status: int, error: str = "", code: str = "") -> None:
-        self.result.outcomes.append(
-            Outcome(kind, began - self.result.started, time.monotonic() - began, status, error, code)
-        )
+    def record(
+        self, kind: str, began: float, status: int, error: str = "", code: str = "", retry_after: str = ""
+    ) -> None:
+        outcome = Outcome(kind, began - self.result.started, time.monotonic() - began, status, error, code, retry_after)
+        self.result.outcomes.append(outcome)
 
     async def request(
         self, http: httpx.AsyncClient, kind: str, method: str, url: str, **kwargs: Any
@@ -294,7 +296,8 @@ class _Run:
         for hop in response.history:
             if hop.status_code >= 500:
                 status = hop.status_code
-        self.record(kind, began, status, "" if status < 400 else response.text[:200], code)
+        error = "" if status < 400 else response.text[:200]
+        self.record(kind, began, status, error, code, response.headers.get("Retry-After", "") if status >= 400 else "")
         return response
 
     async def reader(self, http: httpx.AsyncClient, rng: random.Random) -> None:

@@ -16,8 +16,6 @@ import argparse
 import logging
 import signal
 import sys
-import threading
-from types import FrameType
 
 from tests.services import HOST, MotoServer
 
@@ -25,35 +23,28 @@ log = logging.getLogger("cluster.s3")
 
 
 def serve(port: int) -> int:
+    # The signals are taken synchronously (sigwait) by the main thread, and blocked in every thread
+    # (the server's threads inherit the mask): a handler that touched a lock the interrupted code
+    # held (threading.Event.set, print) could deadlock the process.
+    signals = {signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, signals)
     server = MotoServer()
     server.port = port
     server.start()
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    wanted: list[str] = []
-    wake = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        wanted.append({int(signal.SIGUSR1): "down", int(signal.SIGUSR2): "up"}.get(signum, "exit"))
-        wake.set()
-
-    for signum in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, on_signal)
     print(f"S3 (moto) serving on http://{HOST}:{server.port}", flush=True)
     while True:
-        wake.wait()
-        wake.clear()
-        while wanted:
-            what = wanted.pop(0)
-            if what == "down":
-                server.stop()
-                print("S3 down (SIGUSR1): connections refused", flush=True)
-            elif what == "up":
-                server.start()
-                print("S3 up again (SIGUSR2)", flush=True)
-            else:
-                server.stop()
-                print("S3 stopped", flush=True)
-                return 0
+        signum = signal.sigwait(signals)
+        if signum == signal.SIGUSR1:
+            server.stop()
+            print("S3 down (SIGUSR1): connections refused", flush=True)
+        elif signum == signal.SIGUSR2:
+            server.start()
+            print("S3 up again (SIGUSR2)", flush=True)
+        else:
+            server.stop()
+            print("S3 stopped", flush=True)
+            return 0
 
 
 def main(argv: list[str] | None = None) -> int:
