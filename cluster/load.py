@@ -406,8 +406,9 @@ def run_load(
     depends_on: str = "",
     during: Callable[[float], None] | None = None,
 ) -> LoadResult:
-    """The load, from this thread (its own event loop). ``during`` runs in another thread while the
-    load runs, given the load's start (time.monotonic()): a fault injected on a schedule."""
+    """The load (its own event loop). ``during``, given the load's start (time.monotonic()), runs
+    in this thread while the load runs in another: a fault injected on a schedule. (This thread,
+    because the processes a fault restarts die with the thread that started them: PR_SET_PDEATHSIG.)"""
     import threading
 
     rng = random.Random(plan.seed or None)
@@ -417,24 +418,28 @@ def run_load(
             Path(tmp), run=run_id(rng), publishers=plan.publishers, count=per_publisher, depends_on=depends_on
         )
         runner = _Run(base_url, plan, catalogue, token, packages)
-        thread: threading.Thread | None = None
+        if during is None:
+            return asyncio.run(runner.run())
+        results: list[LoadResult] = []
         errors: list[BaseException] = []
-        if during is not None:
 
-            def fault() -> None:
-                try:
-                    during(runner.result.started)
-                except BaseException as exc:  # noqa: BLE001 - re-raised below, in the caller's thread
-                    errors.append(exc)
+        def load() -> None:
+            try:
+                results.append(asyncio.run(runner.run()))
+            except BaseException as exc:  # noqa: BLE001 - re-raised below, in the caller's thread
+                errors.append(exc)
 
-            thread = threading.Thread(target=fault, name="fault", daemon=True)
-            thread.start()
-        result = asyncio.run(runner.run())
-        if thread is not None:
-            thread.join(timeout=plan.seconds + 120)
+        thread = threading.Thread(target=load, name="load", daemon=True)
+        thread.start()
+        try:
+            during(runner.result.started)
+        finally:
+            thread.join(timeout=plan.seconds + plan.timeout + 60)
         if errors:
             raise errors[0]
-        return result
+        if not results:
+            raise RuntimeError(f"the load did not end within {plan.seconds + plan.timeout + 60:.0f} s")
+        return results[0]
 
 
 def sleep_until(started: float, offset: float) -> None:

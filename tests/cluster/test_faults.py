@@ -37,38 +37,55 @@ class Faults:
     killed_upload_error: str = ""
     parts_after_kill: list[str] = field(default_factory=list)
 
-    def window(self, outcome: Outcome) -> str | None:
-        for name, (start, end) in self.windows.items():
-            if start <= outcome.at <= end + RECOVERY:
-                return name
-        return None
+    def window(self, outcome: Outcome) -> list[str]:
+        """The faults whose window (and recovery) the request overlapped."""
+        began, ended = outcome.at, outcome.at + outcome.seconds
+        return [name for name, (start, end) in self.windows.items() if began <= end + RECOVERY and ended >= start]
 
 
-class SlowPackage:
-    """A file-like upload body that trickles in (64 KiB every 50 ms), so a kill lands mid-upload."""
+BOUNDARY = "cluster-fault-boundary"
+UPLOAD_BYTES = 16 * 1024 * 1024
 
-    def __init__(self, size: int = 16 * 1024 * 1024) -> None:
-        self.left = size
 
-    def read(self, n: int = -1) -> bytes:
-        if self.left <= 0:
-            return b""
+def slow_body(sent: list[int]) -> Iterator[bytes]:
+    """A multipart upload that trickles in (64 KiB every 50 ms), so a kill lands mid-upload;
+    ``sent`` counts the bytes of the file sent so far."""
+    yield (
+        f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="killed-1.0.0.tar.gz"\r\n'
+        "Content-Type: application/gzip\r\n\r\n"
+    ).encode()
+    while sent[0] < UPLOAD_BYTES:
         time.sleep(0.05)
-        chunk = min(self.left, 64 * 1024)
-        self.left -= chunk
-        return b"\0" * chunk
+        sent[0] += 64 * 1024
+        yield b"\0" * (64 * 1024)
+    yield f"\r\n--{BOUNDARY}--\r\n".encode()
 
 
-def _slow_upload(cluster: Cluster, token: str, faults: Faults) -> None:
+def _slow_upload(cluster: Cluster, token: str, faults: Faults, sent: list[int]) -> None:
+    head = len(
+        f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="killed-1.0.0.tar.gz"\r\n'
+        "Content-Type: application/gzip\r\n\r\n"
+    )
+    length = head + UPLOAD_BYTES + len(f"\r\n--{BOUNDARY}--\r\n")
     try:
-        httpx.post(
+        answer = httpx.post(
             f"{cluster.web_url(1)}/api/v1/extensions/",
-            files={"file": ("killed-1.0.0.tar.gz", SlowPackage(), "application/gzip")},  # type: ignore[dict-item]
-            headers={"Authorization": f"Bearer {token}"},
+            content=slow_body(sent),
+            headers={
+                "Authorization": f"Bearer {token}",
+                "Content-Type": f"multipart/form-data; boundary={BOUNDARY}",
+                "Content-Length": str(length),
+            },
             timeout=60,
         )
+        faults.killed_upload_error = f"answered {answer.status_code}: {answer.text[:200]}"
     except httpx.HTTPError as exc:
         faults.killed_upload_error = type(exc).__name__
+
+
+def _big_parts(tmp: Path) -> list[str]:
+    """Upload files on a web node's disk bigger than the load's packages: the slow upload's."""
+    return sorted(p.name for p in tmp.glob("upload-*.part") if p.stat().st_size > 1024 * 1024)
 
 
 def inject(cluster: Cluster, token: str, faults: Faults) -> object:
@@ -79,13 +96,18 @@ def inject(cluster: Cluster, token: str, faults: Faults) -> object:
         # A worker dies while it builds: wait (a little) until worker1 holds a build.
         sleep_until(started, 3)
         begin = time.monotonic() - started
-        deadline = time.monotonic() + 6
+        deadline = time.monotonic() + 8
         while time.monotonic() < deadline and not faults.builds_on_killed_worker:
             faults.builds_on_killed_worker = cluster.worker_active().get("worker1", [])
         cluster.worker_kill("worker1")
-        sleep_until(started, 12)
-        cluster.worker_start("worker1")
-        mark("worker", begin)
+        # The builds it held that had not finished when it died (inspect's answer is a moment old).
+        faults.builds_on_killed_worker = [
+            build_id
+            for build_id in faults.builds_on_killed_worker
+            if cluster.sql("SELECT status FROM builds_build WHERE id = %s", (build_id,))[0][0] == "running"
+        ]
+        mark("worker", begin)  # no request notices it: builds are asynchronous
+        cluster.worker_start("worker1", wait=False)  # it comes back (and takes builds) when ready
 
         sleep_until(started, 16)
         begin = time.monotonic() - started
@@ -110,16 +132,17 @@ def inject(cluster: Cluster, token: str, faults: Faults) -> object:
 
         sleep_until(started, 55)
         begin = time.monotonic() - started
-        upload = threading.Thread(target=_slow_upload, args=(cluster, token, faults), daemon=True)
+        sent = [0]
+        upload = threading.Thread(target=_slow_upload, args=(cluster, token, faults, sent), daemon=True)
         upload.start()
         tmp = cluster.directory / "web1" / "tmp"
-        wait_until(lambda: any(tmp.glob("upload-*.part")), 10, "the slow upload did not reach web1's disk")
-        time.sleep(0.5)
+        wait_until(lambda: bool(_big_parts(tmp)), 20, "the slow upload did not reach web1's disk")
+        assert sent[0] < UPLOAD_BYTES
         cluster.web_kill("web1")
-        upload.join(30)
-        faults.parts_after_kill = sorted(p.name for p in tmp.glob("upload-*.part"))
-        cluster._wait_web("web1")  # the gunicorn master started new workers
         mark("web", begin)
+        upload.join(30)
+        faults.parts_after_kill = _big_parts(tmp)
+        cluster._wait_web("web1")  # the gunicorn master started new workers
 
     return during
 
@@ -169,9 +192,9 @@ def test_no_request_ever_gets_a_500_and_failures_are_the_faults(faulted: tuple[L
     assert [o for o in result.outcomes if o.status == 500] == []
     unexplained = []
     for outcome in result.failures():
-        window = faults.window(outcome)
-        if window is None or outcome.status not in ALLOWED[window].get(outcome.kind, set()):
-            unexplained.append((window, outcome))
+        windows = faults.window(outcome)
+        if not any(outcome.status in ALLOWED[name].get(outcome.kind, set()) for name in windows):
+            unexplained.append((windows, outcome))
     assert unexplained == [], unexplained[:10]
 
 
@@ -179,7 +202,7 @@ def test_a_database_outage_answers_503_fast_with_the_envelope_and_retry_after(
     faulted: tuple[LoadResult, Faults],
 ) -> None:
     result, faults = faulted
-    outage = [o for o in result.failures() if faults.window(o) == "postgres"]
+    outage = [o for o in result.failures() if "postgres" in faults.window(o)]
     assert outage, "no request noticed the database outage"
     api = [o for o in outage if o.kind in ("resolve", "download", "publish", "index")]
     assert api and all(o.code == "database_unavailable" for o in api), api[:5]
@@ -240,7 +263,7 @@ def test_a_killed_upload_leaves_no_row_and_the_sweeper_removes_its_files(
     cluster: Cluster, faulted: tuple[LoadResult, Faults], tmp_path: Path
 ) -> None:
     _, faults = faulted
-    assert faults.killed_upload_error  # the connection was cut mid-upload
+    assert faults.killed_upload_error in ("RemoteProtocolError", "ReadError", "WriteError")  # cut mid-upload
     assert faults.parts_after_kill  # what it left on web1's disk
     assert_integrity(cluster)  # builds final, sweepers run, check_integrity: no problems
     assert list((cluster.directory / "web1" / "tmp").glob("upload-*.part")) == []
