@@ -262,6 +262,10 @@ class Cluster:
     def _preexec(self) -> Callable[[], None] | None:
         if not self.attached:
             return None
+        # Imported here, not in the child: PostgreSQL's child has already become the `postgres`
+        # user when the hook runs, and may not be able to read this Python's library to import it.
+        import ctypes  # noqa: F401
+
         from tests.services import die_with_parent
 
         return die_with_parent
