@@ -398,27 +398,9 @@ class Cluster:
         if owner:
             for path in (base, base / "sock"):
                 os.chown(path, *owner)
-        extra: dict[str, Any] = {"user": owner[0], "group": owner[1], "extra_groups": []} if owner else {}
-        result = subprocess.run(
-            [
-                str(bin_dir / "initdb"),
-                "-D",
-                str(base / "data"),
-                "-U",
-                "postgres",
-                "--auth=trust",
-                "-E",
-                "UTF8",
-                "--locale=C",
-                "--no-sync",
-            ],
-            capture_output=True,
-            text=True,
-            cwd=base,
-            env=self._postgres_env(),
-            check=False,
-            **extra,
-        )
+        from tests.services import run_initdb
+
+        result = run_initdb(bin_dir, base / "data", cwd=base)
         if result.returncode != 0:
             raise ClusterError(f"initdb failed:\n{result.stdout}{result.stderr}")
 
