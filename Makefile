@@ -11,7 +11,7 @@ PORT ?= 8000
 export PATH := $(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 export REGISTRY_DATA_DIR ?= $(CURDIR)/var
 
-.PHONY: port-free run test lint bench install install-dev tools services migrate examples clean
+.PHONY: port-free run test lint bench install install-dev tools services migrate examples clean cluster cluster-stop
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found (Python 3.11 is required)"; exit 1; }
@@ -109,6 +109,16 @@ test: install-dev tools services lint
 
 bench: install-dev tools services
 	$(PY) -m bench $(BENCH_ARGS)
+
+# The registry distributed on this machine, as docs/deploy.md lays it out: PostgreSQL, Redis, moto's
+# S3, two gunicorn web nodes, two Celery workers, beat and nginx in front, on 127.0.0.1, with the
+# examples published (`python -m cluster`, state and logs in var/cluster/). It prints the address
+# and a token; `make cluster-stop` stops exactly the processes it started.
+cluster: install-dev tools services
+	$(PY) -m cluster start $(CLUSTER_ARGS)
+
+cluster-stop:
+	$(PY) -m cluster stop $(CLUSTER_ARGS)
 
 clean:
 	rm -rf $(VENV) $(TOOLS) var dist .mypy_cache .ruff_cache .hypothesis

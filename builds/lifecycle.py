@@ -83,13 +83,17 @@ def heartbeat(build_id: str, attempt: int) -> Iterator[None]:
     interval = max(1.0, settings.REGISTRY_BUILD_HEARTBEAT_SECONDS)
 
     def beat() -> None:
+        # A failed beat (the database restarting) is tried again at the next one: a build that
+        # outlives a short outage keeps its claim instead of being taken over while it runs.
         try:
             while not stop.wait(interval):
-                Build.objects.filter(pk=build_id, attempts=attempt, status=Build.Status.RUNNING).update(
-                    heartbeat_at=timezone.now()
-                )
-        except Exception:
-            log.warning("build %s: heartbeat failed", build_id, exc_info=True)
+                try:
+                    Build.objects.filter(pk=build_id, attempts=attempt, status=Build.Status.RUNNING).update(
+                        heartbeat_at=timezone.now()
+                    )
+                except Exception as exc:  # noqa: BLE001 - any failed beat is tried again
+                    log.warning("build %s: heartbeat failed (%s); trying again", build_id, type(exc).__name__)
+                    connection.close()
         finally:
             connection.close()
 

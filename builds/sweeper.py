@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.utils import timezone
@@ -41,18 +41,25 @@ def storage_sweep(*, grace_seconds: int | None = None) -> dict[str, int]:
         if catalog.package_discard(sha256=sha256, key=key):
             removed_packages += 1
             log.info("sweep: removed unreferenced package %s", key)
-    active = set(
-        Build.objects.exclude(status__in=Build.FINAL).exclude(upload_key="").values_list("upload_key", flat=True)
-    )
-    for key, modified in storage.list_keys(storage.UPLOADS_PREFIX):
-        if key in active or (modified is not None and modified > cutoff):
-            continue
+    for key in leftover_uploads(cutoff=cutoff):
         storage.delete(key)
         removed_uploads += 1
     # Lock rows are only needed while a publish runs; old ones are just clutter.
     PackageLock.objects.filter(touched_at__lt=cutoff).delete()
     NameLock.objects.filter(touched_at__lt=cutoff).delete()
     return {"packages": removed_packages, "uploads": removed_uploads}
+
+
+def leftover_uploads(*, cutoff: datetime) -> list[str]:
+    """Staged uploads that no unfinished build needs, last written before cutoff."""
+    active = set(
+        Build.objects.exclude(status__in=Build.FINAL).exclude(upload_key="").values_list("upload_key", flat=True)
+    )
+    return [
+        key
+        for key, modified in storage.list_keys(storage.UPLOADS_PREFIX)
+        if key not in active and (modified is None or modified <= cutoff)
+    ]
 
 
 def sweep(*, grace_seconds: int | None = None) -> dict[str, int]:

@@ -213,6 +213,13 @@ def database_from_url(name: str, default: str) -> dict[str, object]:
         raise ImproperlyConfigured(f"{name}={redact_url(url)!r} could not be read ({exc}): use {allowed}") from None
     if scheme != "sqlite" and not config.get("NAME"):
         raise ImproperlyConfigured(f"{name}={redact_url(url)!r} names no database: use {allowed}")
+    if scheme != "sqlite":
+        # A database that went away must fail requests fast (a 503), and a persistent connection
+        # it dropped (a restart) is replaced before a request uses it, not after it failed one.
+        config["CONN_HEALTH_CHECKS"] = True
+        options = dict(config.get("OPTIONS") or {})  # type: ignore[call-overload]
+        options.setdefault("connect_timeout", 5)  # ?connect_timeout=N overrides
+        config["OPTIONS"] = options
     if scheme == "sqlite":
         config.setdefault("OPTIONS", {})
         # WAL and a busy timeout let the web process and in-process tasks share the file. A

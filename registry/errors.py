@@ -28,6 +28,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "internal_error": 500,
     "storage_unavailable": 503,
     "issuer_unavailable": 503,  # trusted publishing: the OIDC issuer's keys could not be fetched
+    "database_unavailable": 503,
 }
 
 
@@ -79,6 +80,10 @@ class UnknownDependency(RegistryError):
     code = "unknown_dependency"
 
 
+#: Seconds a client is told to wait (Retry-After) when the database or object storage is down.
+UNAVAILABLE_RETRY_AFTER = 5
+
+
 class StorageUnavailable(RegistryError):
     code = "storage_unavailable"
 
@@ -87,6 +92,25 @@ class StorageUnavailable(RegistryError):
             message or "object storage is unavailable; nothing was published, try again later",
             details=details,
         )
+
+
+class DatabaseUnavailable(RegistryError):
+    """The database cannot be reached (down, restarting, refusing connections): a 503 at once, never
+    a 500 or a hang; the request can be sent again."""
+
+    code = "database_unavailable"
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message or "the registry's database is unavailable right now; try again in a few seconds")
+
+
+def is_database_outage(exc: BaseException | None) -> bool:
+    """Whether exc means the database cannot be reached (not a bug in a query): Django's
+    OperationalError (refused, dropped or terminated connections, a server shutting down) and
+    InterfaceError (a connection already closed)."""
+    from django.db import InterfaceError, OperationalError
+
+    return isinstance(exc, OperationalError | InterfaceError)
 
 
 class RateLimited(RegistryError):
@@ -100,7 +124,7 @@ class RateLimited(RegistryError):
 # --- one classification of every error --------------------------------------------------------------
 
 #: Codes that are the registry's failure, not the caller's (their message is still safe to show).
-PLATFORM_CODES = frozenset({"internal_error", "storage_unavailable", "issuer_unavailable"})
+PLATFORM_CODES = frozenset({"internal_error", "storage_unavailable", "issuer_unavailable", "database_unavailable"})
 
 
 @dataclass(frozen=True)
@@ -131,6 +155,9 @@ def classify_error(exc: BaseException, *, reference: str = "") -> ErrorInfo:
         return ErrorInfo(origin, exc.code, exc.message, list(exc.details))
     if isinstance(exc, ExtensionError):
         return ErrorInfo("author", exc.code, str(exc), exc.details_list())
+    if is_database_outage(exc):
+        outage = DatabaseUnavailable()
+        return ErrorInfo("platform", outage.code, outage.message, [])
     where = f" ({reference})" if reference else ""
     return ErrorInfo(
         "platform",

@@ -12,7 +12,15 @@ from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
 from extensions.errors import ExtensionError
-from registry.errors import STATUS_BY_CODE, RateLimited, RegistryError, classify_error
+from registry.errors import (
+    STATUS_BY_CODE,
+    UNAVAILABLE_RETRY_AFTER,
+    DatabaseUnavailable,
+    RateLimited,
+    RegistryError,
+    classify_error,
+    is_database_outage,
+)
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +62,11 @@ _DRF_CODES: list[tuple[type[Exception], str]] = [
 def to_response(exc: Exception) -> Response:
     """The envelope response for any exception (the DRF handler and plain views both use it)."""
     headers: dict[str, str] = {}
+    if is_database_outage(exc):
+        log.warning("database unavailable: %s", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        exc = DatabaseUnavailable()
+    if isinstance(exc, RegistryError) and exc.status == 503:
+        headers["Retry-After"] = str(UNAVAILABLE_RETRY_AFTER)
     if isinstance(exc, RegistryError | ExtensionError):
         info = classify_error(exc)
         code, message, details = info.code, info.message, info.details
@@ -107,6 +120,13 @@ def json_404(request: HttpRequest, exception: Exception | None = None) -> JsonRe
 
 def json_500(request: HttpRequest) -> JsonResponse:
     return JsonResponse(error_body("internal_error", "internal error; it has been logged"), status=500)
+
+
+def json_503(error: RegistryError) -> JsonResponse:
+    """The envelope of an outage (database or storage) outside DRF's views (handler500)."""
+    response = JsonResponse(error_body(error.code, error.message), status=503)
+    response["Retry-After"] = str(UNAVAILABLE_RETRY_AFTER)
+    return response
 
 
 def json_400(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:

@@ -236,7 +236,8 @@ REGISTRY_HOUSEKEEPING = env_bool("REGISTRY_HOUSEKEEPING", True)
 _cache_url = env_url("CACHE_URL", "", ("redis", "rediss", "unix"))
 if _cache_url:
     CACHES: dict[str, dict[str, object]] = {
-        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _cache_url}
+        # Redis down: an empty cache that keeps nothing (rate limits not enforced), never an error.
+        "default": {"BACKEND": "registry.cache.FailSoftRedisCache", "LOCATION": _cache_url}
     }
 else:
     # Files under the data dir: throttling counters are shared by every process on this machine.

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+import sys
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, HttpResponsePermanentRedirect, JsonResponse
 from django.shortcuts import render
+from django.template.loader import get_template
 from django.urls import Resolver404, resolve, reverse
 from django.utils.safestring import mark_safe
 from django.views import defaults
@@ -38,7 +40,14 @@ from registry import depgraph, exception_handler, pictures, selectors
 from registry.apis.base import base_url
 from registry.apis.catalog import MAX_CATEGORY_CHARS, MAX_QUERY_CHARS
 from registry.apis.shapes import download_url
-from registry.errors import BadRequest, NotFound
+from registry.errors import (
+    UNAVAILABLE_RETRY_AFTER,
+    BadRequest,
+    DatabaseUnavailable,
+    NotFound,
+    StorageUnavailable,
+    is_database_outage,
+)
 from registry.interface import interface_section
 from registry.models import Extension, Version
 from registry.provenance.selectors import provenance_card, provenance_of
@@ -806,8 +815,28 @@ def handler404(request: HttpRequest, exception: Exception | None = None) -> Http
 
 
 def handler500(request: HttpRequest) -> HttpResponse:
+    # Django calls this inside its `except`: the exception is the one being handled.
+    error = sys.exc_info()[1]
+    if is_database_outage(error):
+        return unavailable(request, DatabaseUnavailable())
+    if isinstance(error, StorageUnavailable):
+        return unavailable(request, error)
     if _is_api(request):
         return exception_handler.json_500(request)
     response = defaults.server_error(request)
+    response["Content-Security-Policy"] = CATALOG_CSP
+    return response
+
+
+def unavailable(request: HttpRequest, error: DatabaseUnavailable | StorageUnavailable) -> HttpResponse:
+    """The database or object storage is down, outside the API's views: a 503 in each part's own
+    form (the envelope under /api/, plain text for the signed index and metrics, a page for the
+    catalog), rendered without touching either."""
+    retry = str(UNAVAILABLE_RETRY_AFTER)
+    if _is_api(request):
+        return exception_handler.json_503(error)
+    if request.path.startswith(("/tuf/", "/metrics")):
+        return HttpResponse(f"{error.message}\n", status=503, content_type="text/plain", headers={"Retry-After": retry})
+    response = HttpResponse(get_template("503.html").render(), status=503, headers={"Retry-After": retry})
     response["Content-Security-Policy"] = CATALOG_CSP
     return response

@@ -9,6 +9,11 @@ one that is tested.
     nginx.start()
     ...
     nginx.stop()
+
+`deploy_s3_server_block` is the page's configuration for S3 (several web nodes; index documents
+and signed metadata from the bucket), and `deploy_bucket_policy` the bucket policy it needs;
+`make cluster` (the `cluster` package) runs them. `nginx_conf` is the whole configuration file
+both run nginx with.
 """
 
 from __future__ import annotations
@@ -35,13 +40,19 @@ def nginx_binary() -> str | None:
     return shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if os.access(p, os.X_OK)), None)
 
 
+def _doc_block(language: str, containing: str = "") -> str:
+    """The first ```LANGUAGE block of docs/deploy.md (that contains ``containing``)."""
+    text = DEPLOY_DOC.read_text(encoding="utf-8")
+    for match in re.finditer(rf"```{language}\n(.*?)```", text, re.DOTALL):
+        if containing in match.group(1):
+            return match.group(1)
+    raise AssertionError(f"docs/deploy.md has no ```{language} block" + (f" with {containing!r}" if containing else ""))
+
+
 def deploy_server_block(*, port: int, upstream: str, data_dir: Path) -> str:
     """docs/deploy.md's nginx configuration, listening on port, for the registry at upstream
     (HOST:PORT) whose REGISTRY_DATA_DIR is data_dir."""
-    text = DEPLOY_DOC.read_text(encoding="utf-8")
-    match = re.search(r"```nginx\n(.*?)```", text, re.DOTALL)
-    assert match, "docs/deploy.md has no ```nginx block"
-    block = match.group(1)
+    block = _doc_block("nginx")
     for placeholder in (DOC_LISTEN, DOC_UPSTREAM, DOC_DATA_DIR):
         assert placeholder in block, f"docs/deploy.md's nginx configuration lost its placeholder {placeholder!r}"
     return (
@@ -49,6 +60,80 @@ def deploy_server_block(*, port: int, upstream: str, data_dir: Path) -> str:
         .replace(DOC_UPSTREAM, upstream)
         .replace(DOC_DATA_DIR, str(data_dir).rstrip("/"))
     )
+
+
+# The placeholders of docs/deploy.md's nginx configuration for S3 (and of its bucket policy).
+DOC_S3_ORIGIN = "http://127.0.0.1:9000/provisioning-extensions/packages/"
+DOC_S3_UPSTREAMS = ("server 127.0.0.1:8000;", "server 127.0.0.1:8001;")
+DOC_BUCKET = "provisioning-extensions"
+DOC_PREFIX = "packages"
+DOC_CACHE_DIR = "/var/cache/nginx/registry"
+
+
+def deploy_s3_server_block(
+    *, port: int, upstreams: list[str], s3_url: str, bucket: str, prefix: str, cache_dir: Path
+) -> str:
+    """docs/deploy.md's nginx configuration for S3, listening on port, balancing the web nodes at
+    upstreams (HOST:PORT each), with the bucket at s3_url (path-style) as the static files' origin
+    and what nginx keeps of them in cache_dir."""
+    block = _doc_block("nginx", DOC_S3_ORIGIN)
+    lines = block.splitlines(keepends=True)
+    first = next(i for i, line in enumerate(lines) if DOC_S3_UPSTREAMS[0] in line)
+    for offset, placeholder in enumerate(DOC_S3_UPSTREAMS):
+        assert placeholder in lines[first + offset], f"docs/deploy.md's S3 upstream lost {placeholder!r}"
+    indent = lines[first][: len(lines[first]) - len(lines[first].lstrip())]
+    servers = [f"{indent}server {upstream};\n" for upstream in upstreams]
+    block = "".join(lines[:first] + servers + lines[first + len(DOC_S3_UPSTREAMS) :])
+    for placeholder in (DOC_LISTEN, DOC_CACHE_DIR):
+        assert placeholder in block, f"docs/deploy.md's S3 configuration lost its placeholder {placeholder!r}"
+    origin = f"{s3_url.rstrip('/')}/{bucket}/{prefix.strip('/')}/"
+    return (
+        block.replace(DOC_LISTEN, f"listen {HOST}:{port};")
+        .replace(DOC_S3_ORIGIN, origin)
+        .replace(DOC_CACHE_DIR, str(cache_dir))
+    )
+
+
+def deploy_bucket_policy(*, bucket: str, prefix: str) -> str:
+    """docs/deploy.md's bucket policy (public read of the index and the signed metadata) for bucket."""
+    policy = _doc_block("json", "arn:aws:s3:::")
+    assert f"{DOC_BUCKET}/{DOC_PREFIX}/" in policy, "docs/deploy.md's bucket policy lost its placeholders"
+    return policy.replace(f"{DOC_BUCKET}/{DOC_PREFIX}/", f"{bucket}/{prefix.strip('/')}/")
+
+
+def nginx_conf(directory: Path, *, servers: list[str], workers: int | str = 1, access_log: str = "off") -> str:
+    """A whole nginx.conf running these server blocks (and other http-level directives), with its
+    pid, logs and temporary files in directory (made here); ``access_log`` is the directive's
+    argument: ``off``, or a path with the ``upstream`` format (which web node answered, status,
+    time: what the benchmark counts per node)."""
+    d = directory
+    for sub in ("client", "proxy", "fastcgi", "uwsgi", "scgi"):
+        (d / "tmp" / sub).mkdir(parents=True, exist_ok=True)
+    mime = "include /etc/nginx/mime.types;" if Path("/etc/nginx/mime.types").exists() else ""
+    return f"""
+# As root (tests and benchmarks), the workers must read files under private temporary directories.
+user root;
+worker_processes {workers};
+daemon off;
+pid {d}/nginx.pid;
+error_log {d / "error.log"} warn;
+events {{ worker_connections 1024; }}
+http {{
+    {mime}
+    default_type application/octet-stream;
+    log_format upstream '$upstream_addr $status $request_time $request_uri';
+    access_log {access_log};
+    sendfile on;
+    tcp_nopush on;
+    keepalive_requests 1000000;
+    client_body_temp_path {d}/tmp/client;
+    proxy_temp_path {d}/tmp/proxy;
+    fastcgi_temp_path {d}/tmp/fastcgi;
+    uwsgi_temp_path {d}/tmp/uwsgi;
+    scgi_temp_path {d}/tmp/scgi;
+{"".join(servers)}
+}}
+"""
 
 
 class Nginx:
@@ -67,36 +152,7 @@ class Nginx:
         self.error_log = directory / "error.log"
 
     def _write_config(self) -> None:
-        d = self.directory
-        for sub in ("client", "proxy", "fastcgi", "uwsgi", "scgi"):
-            (d / "tmp" / sub).mkdir(parents=True, exist_ok=True)
-        mime = "include /etc/nginx/mime.types;" if Path("/etc/nginx/mime.types").exists() else ""
-        self.config.write_text(
-            f"""
-# As root (tests and benchmarks), the workers must read files under private temporary directories.
-user root;
-worker_processes {self.workers};
-daemon off;
-pid {d}/nginx.pid;
-error_log {self.error_log} warn;
-events {{ worker_connections 1024; }}
-http {{
-    {mime}
-    default_type application/octet-stream;
-    access_log off;
-    sendfile on;
-    tcp_nopush on;
-    keepalive_requests 1000000;
-    client_body_temp_path {d}/tmp/client;
-    proxy_temp_path {d}/tmp/proxy;
-    fastcgi_temp_path {d}/tmp/fastcgi;
-    uwsgi_temp_path {d}/tmp/uwsgi;
-    scgi_temp_path {d}/tmp/scgi;
-{"".join(self.servers)}
-}}
-""",
-            encoding="utf-8",
-        )
+        self.config.write_text(nginx_conf(self.directory, servers=self.servers, workers=self.workers), encoding="utf-8")
 
     def start(self, ports: list[int], timeout: float = 10) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)

@@ -257,6 +257,31 @@ def _postgres_env(base: Path) -> dict[str, str]:
     return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C", "LANG": "C", "HOME": str(base)}
 
 
+def run_initdb(bin_dir: Path, data: Path, *, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """initdb of a private PostgreSQL cluster (trust authentication, UTF-8, C locale, no sync), as
+    the `postgres` user when run as root; cwd must be writable by that user."""
+    return subprocess.run(
+        [
+            str(bin_dir / "initdb"),
+            "-D",
+            str(data),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--locale=C",
+            "--no-sync",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=_postgres_env(cwd),
+        check=False,
+        **_as_postgres_user(),
+    )
+
+
 def start_postgres(attempts: int = 3) -> PostgresServer:
     """initdb + pg_ctl start a private, fast (no fsync) server on a free port."""
     bin_dir = find_postgres_bin()
@@ -272,26 +297,7 @@ def start_postgres(attempts: int = 3) -> PostgresServer:
     data, logfile = base / "data", base / "postgres.log"
     server = PostgresServer(f"postgres://postgres@{HOST}:1/postgres", base=base, bin_dir=bin_dir)
     atexit.register(server.stop)
-    initdb = subprocess.run(
-        [
-            str(bin_dir / "initdb"),
-            "-D",
-            str(data),
-            "-U",
-            "postgres",
-            "--auth=trust",
-            "-E",
-            "UTF8",
-            "--locale=C",
-            "--no-sync",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=base,
-        env=env,
-        check=False,
-        **as_postgres,
-    )
+    initdb = run_initdb(bin_dir, data, cwd=base)
     if initdb.returncode != 0:
         server.stop()
         raise RuntimeError(f"initdb failed ({initdb.returncode}):\n{initdb.stdout}{initdb.stderr}")
