@@ -35,8 +35,8 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import gc
 import dataclasses
+import gc
 import json
 import logging
 import math
