@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -151,9 +152,8 @@ def run(*, build: Build, attempt: int, actor: Actor, steps: StepLog) -> None:
             with package.open("rb") as handle:
                 key = storage.put_package(info.sha256, handle, info.size)
             note["message"] = f"sha256:{info.sha256} at {key}"
-        with steps.step("commit") as note:
-            version_id = _commit(build, attempt, actor, unpacked, key, checked)
-            note["message"] = f"published {manifest.name} {manifest.version}"
+        with steps.final_step("commit") as passed:
+            version_id = _commit(build, attempt, actor, unpacked, key, checked, passed)
         log.info("build %s published %s %s (version id %s)", build.pk, manifest.name, manifest.version, version_id)
         try:
             storage.delete(build.upload_key)
@@ -252,9 +252,17 @@ def _check_content(workdir: Path, manifest: Manifest, steps: StepLog, sandboxed:
     return Checked(str(readme_html), interface)
 
 
-def _commit(build: Build, attempt: int, actor: Actor, unpacked: Unpacked, key: str, checked: Checked) -> int:
-    """One transaction: the version rows and the build's final state. If it fails, the stored
-    object is removed unless another version references it."""
+def _commit(
+    build: Build,
+    attempt: int,
+    actor: Actor,
+    unpacked: Unpacked,
+    key: str,
+    checked: Checked,
+    passed: Callable[[str], None],
+) -> int:
+    """One transaction: the version rows, the commit step's log entry and the build's final state.
+    If it fails, the stored object is removed unless another version references it."""
     info = unpacked.info
 
     def reupload() -> IO[bytes]:
@@ -282,6 +290,7 @@ def _commit(build: Build, attempt: int, actor: Actor, unpacked: Unpacked, key: s
                 reproducible_note=unpacked.note,
                 provenance=facts,
             )
+            passed(f"published {info.manifest.name} {info.manifest.version}")
             if not mark_succeeded(build=build, attempt=attempt, version_id=version.pk):
                 raise _LostClaim(f"build {build.pk} is no longer owned by attempt {attempt}")
             return int(version.pk)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from django.utils import timezone
@@ -65,3 +65,22 @@ class StepLog:
             self.add(name, "failed", classify_error(exc).message, time.perf_counter() - start)
             raise
         self.add(name, "passed", note["message"], time.perf_counter() - start)
+
+    @contextlib.contextmanager
+    def final_step(self, name: str) -> Iterator[Callable[[str], None]]:
+        """The step that makes the build final: the body calls ``passed(message)`` inside the
+        transaction that commits the final state, so no reader sees a succeeded build whose log
+        lacks this step. If the body fails (its transaction rolled back, the entry with it), the
+        step is written as failed."""
+        start = time.perf_counter()
+        before = self.build.log
+
+        def passed(message: str) -> None:
+            self.add(name, "passed", message, time.perf_counter() - start)
+
+        try:
+            yield passed
+        except Exception as exc:
+            self.build.log = before
+            self.add(name, "failed", classify_error(exc).message, time.perf_counter() - start)
+            raise

@@ -1045,3 +1045,32 @@ def test_content_checks_that_outrun_the_build_time_budget_fail_the_build(
     assert time.monotonic() - started < 20
     assert "ran out of time" in error["message"]
     assert not Version.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_build_is_never_seen_succeeded_without_its_commit_step_in_the_log(
+    client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commit step's entry is written in the transaction that makes the build succeeded, before
+    its status changes: a reader following the log (the CLI, the live build page) that sees the
+    final status has every step."""
+    from builds import lifecycle, pipeline
+    from tests.factories import make_token, make_user, package
+
+    token = make_token(make_user("alice"))
+    seen: list[list[dict[str, Any]]] = []
+
+    def watched(**kwargs: Any) -> bool:
+        seen.append(Build.objects.get(pk=kwargs["build"].pk).log)
+        return lifecycle.mark_succeeded(**kwargs)
+
+    monkeypatch.setattr(pipeline, "mark_succeeded", watched)
+    response = post_file(client, token, package(tmp_path, "etcd", "3.5.9"))
+    assert response.status_code == 202
+    [log_then] = seen
+    assert (log_then[-1]["step"], log_then[-1]["status"]) == ("commit", "passed")
+    assert log_then[-1]["message"] == "published etcd 3.5.9"
+    build = Build.objects.get()
+    assert build.status == Build.Status.SUCCEEDED
+    assert [e["step"] for e in build.log].count("commit") == 1
+    assert build.log == log_then
