@@ -358,8 +358,8 @@ def test_the_api_refuses_a_bad_search_parameter_naming_it(
 def test_search_ranks_with_postgres_text_rank_or_the_sqlite_fallback_with_the_same_results(
     client: Client, publisher: Publisher
 ) -> None:
-    # Both descriptions match both words; on PostgreSQL the one that says "etcd" twice, and in a
-    # keyword (weighted above the description), ranks first; the fallback ranks by downloads.
+    # Both descriptions match both words; on PostgreSQL the one that says each word twice (in its
+    # description and its keywords) ranks first; the fallback ranks by downloads.
     publisher("alpha", "1.0.0", description="backup tool for etcd", keywords=("etcd", "backup"))
     publisher("bravo", "1.0.0", description="backup for etcd clusters")
     downloads("bravo", "1.0.0", (0, 1))
