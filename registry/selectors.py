@@ -267,8 +267,9 @@ def extension_search(
     ``q`` matches, case-insensitively, the name, the description and the keywords: every word of
     it must appear in one of them. Results are ranked (``sort="relevance"``): the exact name first,
     then names starting with ``q``, then names containing it, then an exact keyword, then the rest;
-    within a rank, on PostgreSQL, by full-text rank (``ts_rank`` over the name, keywords and
-    description weighted in that order), then the most downloaded first, then by name. Without
+    within a rank, on PostgreSQL, by full-text rank (``ts_rank``: the name weighted above the
+    keywords and the description, which weigh the same, so a keyword is not preferred to the
+    description), then the most downloaded first, then by name. Without
     ``q`` relevance is by name. Other orders: `SORTS`. ``type``, ``keyword`` and ``category``
     filter exactly; ``runtime`` keeps the extensions with a non-yanked version that runs on that
     runtime version (its ``[compatibility] provisioning_version``). Extensions whose versions are
@@ -326,7 +327,7 @@ def extension_search(
             vector = (
                 SearchVector("name", weight="A", config="simple")
                 + SearchVector("keywords_text", weight="B", config="simple")
-                + SearchVector("description", weight="C", config="simple")
+                + SearchVector("description", weight="B", config="simple")
             )
             words = SearchQuery(" ".join(_words(q)), search_type="plain", config="simple")
             query = query.annotate(text_rank=SearchRank(vector, words)).order_by(

@@ -23,6 +23,7 @@ from registry.apis.base import ApiView, bad_param, base_url, ok, paging
 from registry.apis.shapes import (
     NAME_PARAM,
     PAGING,
+    SEMVER_PATTERN,
     VERSION_PARAM,
     Dependent,
     ExtensionDetail,
@@ -88,7 +89,7 @@ class ExtensionListApi(ApiView):
             ),
             OpenApiParameter(
                 "runtime_version",
-                {"type": "string", "maxLength": 256},
+                {"type": "string", "pattern": f"^$|{SEMVER_PATTERN}", "maxLength": 256},
                 description=(
                     "only extensions with a non-yanked version whose [compatibility] provisioning_version "
                     "admits this runtime version (SemVer); empty for any"
@@ -128,7 +129,9 @@ class ExtensionListApi(ApiView):
         runtime = None
         if params.get("runtime_version"):
             try:
-                runtime = SemVer.parse(params["runtime_version"][:256])
+                if len(params["runtime_version"]) > 256:
+                    raise ExtensionError("too long")
+                runtime = SemVer.parse(params["runtime_version"])
             except ExtensionError:
                 raise bad_param("runtime_version", SEMVER_HINT, params["runtime_version"]) from None
         sort = params.get("sort") or "relevance"

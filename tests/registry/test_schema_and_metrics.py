@@ -134,7 +134,16 @@ def test_the_openapi_document_lists_the_read_endpoints_without_warnings(client: 
     problems = [m for m in (*GENERATOR_STATS._warn_cache, *GENERATOR_STATS._error_cache) if ours.search(m)]
     assert problems == []
     search = document["paths"]["/api/v1/extensions/"]["get"]
-    assert {p["name"] for p in search["parameters"]} == {"q", "type", "keyword", "limit", "offset"}
+    assert {p["name"] for p in search["parameters"]} == {
+        "q",
+        "type",
+        "keyword",
+        "category",
+        "runtime_version",
+        "sort",
+        "limit",
+        "offset",
+    }
     envelope = search["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
     assert set(document["components"]["schemas"][envelope]["properties"]) == {"success", "data"}
     download = document["paths"]["/api/v1/extensions/{name}/versions/{version}/download"]["get"]
