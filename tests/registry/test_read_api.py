@@ -60,6 +60,7 @@ VERSION_SUMMARY_FIELDS = {
 }
 VERSION_FIELDS = {
     "reproducible",
+    "provenance",
     "name",
     "version",
     "type",
