@@ -246,7 +246,10 @@ def test_a_trusted_publish_records_the_publisher_and_its_verified_claims(
     assert Build.objects.get(pk=build["id"]).token.oidc_claims == trusted["claims"]  # type: ignore[union-attr]
     # The catalog page says it came that way.
     page = client.get("/extensions/etcd/3.5.10/").content.decode()
-    assert "through trusted publishing from <code>acme/kv-store</code>" in page
+    assert (
+        f'Published by acme/kv-store through trusted publishing <span class="muted small">({oidc_issuer.url})</span>'
+        in page
+    )
 
 
 # --- the operator's checks ----------------------------------------------------------------------------
