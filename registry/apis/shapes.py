@@ -457,7 +457,10 @@ _ERROR_STATUSES = {
     415: "unsupported_media_type: the body is not of a documented media type",
     422: "the request is well-formed but cannot be done (resolution_failed, too_complex, ...)",
     429: "rate_limited: throttled; Retry-After says when to retry",
-    503: "storage_unavailable: object storage is down; nothing was changed",
+    503: (
+        "storage_unavailable or database_unavailable: object storage or the database is down "
+        "(Retry-After says when to try again); nothing was changed"
+    ),
 }
 #: Every operation may answer these: a bad token is refused wherever it is sent, and failed
 #: authentications are throttled per address.
