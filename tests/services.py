@@ -358,7 +358,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 @pytest.hookimpl(tryfirst=True)
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    # A run ended by SIGTERM (timeout(1), a CI job cancelled) ends as Ctrl-C does: pytest's own
+    # teardown stops every server the run started, the daemonized PostgreSQL (pg_ctl) included.
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupt)
     if not config.getoption("postgres") or config.getoption("help") or config.getoption("version"):
         return
     if _is_xdist_worker(config):
