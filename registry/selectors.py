@@ -261,6 +261,7 @@ def extension_search(
     limit: int = 20,
     offset: int = 0,
     facets: bool = False,
+    counted: bool = True,
 ) -> Page:
     """Search and browse: the one definition, for the API and the web catalog.
 
@@ -275,7 +276,8 @@ def extension_search(
     runtime version (its ``[compatibility] provisioning_version``). Extensions whose versions are
     all yanked are still listed (their latest version is None) so that people who look for them
     find out why they cannot install them. Items are ``(extension, display_version)`` pairs;
-    ``facets`` adds the counts of `Facets`."""
+    ``facets`` adds the counts of `Facets`; ``counted=False`` skips counting the matches (a list
+    that shows no total, such as the home page's: its ``total`` is then the items' number)."""
     if sort not in SORTS:
         raise ValueError(f"unknown sort {sort!r}: use one of {', '.join(SORTS)}")
     base: QuerySet[Extension] = Extension.objects.all()
@@ -335,10 +337,14 @@ def extension_search(
             )
         else:
             query = query.order_by("rank", "-downloads", "name")
-    total = query.count()
-    page = list(query[offset : offset + limit]) if offset < total else []
-    counted = _facets(base, type, keyword_token, category_token) if facets else None
-    return Page(items=with_display_versions(page), total=total, limit=limit, offset=offset, facets=counted)
+    if counted:
+        total = query.count()
+        page = list(query[offset : offset + limit]) if offset < total else []
+    else:
+        page = list(query[offset : offset + limit])
+        total = len(page)
+    facet_counts = _facets(base, type, keyword_token, category_token) if facets else None
+    return Page(items=with_display_versions(page), total=total, limit=limit, offset=offset, facets=facet_counts)
 
 
 def _facets(base: QuerySet[Extension], type: str | None, keyword: str | None, category: str | None) -> Facets:
@@ -485,12 +491,13 @@ def downloads_per_version(*, extension: Extension, windows: dict[str, date]) -> 
 
 
 def most_downloaded(*, limit: int = 8) -> list[Extension]:
-    return [e for e, _ in extension_search(sort="downloads", limit=limit).items if e.downloads > 0]
+    return [e for e, _ in extension_search(sort="downloads", limit=limit, counted=False).items if e.downloads > 0]
 
 
 def recently_updated(*, limit: int = 8) -> list[Extension]:
     """The extensions whose latest version was published most recently (listing fields only)."""
-    return [e for e, _ in extension_search(sort="updated", limit=limit).items if e.latest_version is not None]
+    page = extension_search(sort="updated", limit=limit, counted=False)
+    return [e for e, _ in page.items if e.latest_version is not None]
 
 
 def package_signed(version: Version) -> bool:

@@ -358,7 +358,7 @@ def home(request: HttpRequest) -> HttpResponse:
     kinds = []
     for kind in TYPES:  # every kind, templates too ("None published yet." when empty)
         count = stats.extensions_by_type.get(kind, 0)
-        sample = selectors.extension_search(type=kind, limit=8).items if count else []
+        sample = selectors.extension_search(type=kind, limit=8, counted=False).items if count else []
         kinds.append(
             {
                 "type": kind,
