@@ -107,10 +107,45 @@ def _chunks(handle: IO[bytes]) -> Iterator[bytes]:
             yield block
 
 
+class _RefCache:
+    """Packages found, by their address: immutable, so kept (at most CACHED_REFS per process);
+    a miss is never kept (it may be published in a moment)."""
+
+    def __init__(self) -> None:
+        self._refs: dict[tuple[str, str], delivery.PackageRef] = {}
+
+    def get(self, key: tuple[str, str], lookup: Callable[[], delivery.PackageRef | None]) -> delivery.PackageRef | None:
+        ref = self._refs.get(key)
+        if ref is None:
+            ref = lookup()
+            if ref is None:
+                return None
+            if len(self._refs) >= CACHED_REFS:
+                self._refs.clear()
+            self._refs[key] = ref
+        return ref
+
+
+def _open_package(ref: delivery.PackageRef) -> IO[bytes] | None:
+    """The package's file, or None when the file there is not the stored package (the view
+    decides what to answer)."""
+    handle = open(storage.file_path(ref.storage_key), "rb")  # noqa: SIM115 - the server closes it
+    if os.fstat(handle.fileno()).st_size != ref.size:
+        handle.close()
+        return None
+    return handle
+
+
+def _send(environ: dict[str, Any], handle: IO[bytes]) -> Iterable[bytes]:
+    """The file as the body: through gunicorn's sendfile (wsgi.file_wrapper) when there is one."""
+    wrapper = environ.get("wsgi.file_wrapper")
+    return wrapper(handle, _BLOCK) if wrapper is not None else _chunks(handle)
+
+
 class DownloadFastPath:
     def __init__(self, app: WSGIApp) -> None:
         self.app = app
-        self._refs: dict[tuple[str, str], delivery.PackageRef] = {}
+        self._refs = _RefCache()
         self._common: list[tuple[str, str]] | None = None
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
@@ -125,19 +160,14 @@ class DownloadFastPath:
         return self.app(environ, start_response)
 
     def _ref(self, name: str, version: str) -> delivery.PackageRef | None:
-        ref = self._refs.get((name, version))
-        if ref is None:
+        def lookup() -> delivery.PackageRef | None:
             try:
                 canonical = str(SemVer.parse(version).without_build())
             except VersionError:
                 return None  # the view answers the 400 that explains the spelling
-            ref = delivery.package_lookup(name=name, canonical=canonical)
-            if ref is None:
-                return None  # never cached: it may be published in a moment
-            if len(self._refs) >= CACHED_REFS:
-                self._refs.clear()
-            self._refs[(name, version)] = ref
-        return ref
+            return delivery.package_lookup(name=name, canonical=canonical)
+
+        return self._refs.get((name, version), lookup)
 
     def _serve(
         self, name: str, version: str, environ: dict[str, Any], start_response: StartResponse, *, head: bool
@@ -149,10 +179,9 @@ class DownloadFastPath:
                 return None
             reply = delivery.answer(ref, head=head, if_none_match=environ.get("HTTP_IF_NONE_MATCH", ""))
             if reply.send_file:
-                handle = open(storage.file_path(ref.storage_key), "rb")  # noqa: SIM115 - the server closes it
-                if os.fstat(handle.fileno()).st_size != ref.size:
-                    handle.close()
-                    return None  # not the stored package: the view decides (it answers 503)
+                handle = _open_package(ref)
+                if handle is None:
+                    return None  # the view answers 503
         except Exception:
             log.warning("download fast path: falling back to the view", exc_info=True)
             return None
@@ -161,10 +190,7 @@ class DownloadFastPath:
         if reply.counted:
             services.version_record_download(version=ref)
         start_response(_REASONS[reply.status], reply.headers + self._common)
-        if handle is None:
-            return []
-        wrapper = environ.get("wsgi.file_wrapper")
-        return wrapper(handle, _BLOCK) if wrapper is not None else _chunks(handle)
+        return [] if handle is None else _send(environ, handle)
 
 
 BLOB_PREFIX = f"/v2/{REPOSITORY_PREFIX}"
@@ -176,7 +202,7 @@ _BLOB_PATH = re.compile(rf"{re.escape(BLOB_PREFIX)}([^/]+)/blobs/sha256:([0-9a-f
 class BlobFastPath:
     def __init__(self, app: WSGIApp) -> None:
         self.app = app
-        self._refs: dict[tuple[str, str], delivery.PackageRef] = {}
+        self._refs = _RefCache()
         self._common: list[tuple[str, str]] | None = None
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
@@ -194,30 +220,17 @@ class BlobFastPath:
                     return answer
         return self.app(environ, start_response)
 
-    def _ref(self, name: str, sha256: str) -> delivery.PackageRef | None:
-        ref = self._refs.get((name, sha256))
-        if ref is None:
-            ref = delivery.package_by_digest(name=name, sha256=sha256)
-            if ref is None:
-                return None  # a config or referrer blob, or none: the view answers
-            if len(self._refs) >= CACHED_REFS:
-                self._refs.clear()
-            self._refs[(name, sha256)] = ref
-        return ref
-
     def _serve(
         self, name: str, sha256: str, environ: dict[str, Any], start_response: StartResponse
     ) -> Iterable[bytes] | None:
         try:
             if storage.is_s3():
                 return None  # the view's 307 to a presigned URL
-            ref = self._ref(name, sha256)
-            if ref is None:
+            # None for a config or referrer blob, or none at all: the view answers.
+            ref = self._refs.get((name, sha256), lambda: delivery.package_by_digest(name=name, sha256=sha256))
+            handle = _open_package(ref) if ref is not None else None
+            if ref is None or handle is None:
                 return None
-            handle = open(storage.file_path(ref.storage_key), "rb")  # noqa: SIM115 - the server closes it
-            if os.fstat(handle.fileno()).st_size != ref.size:
-                handle.close()
-                return None  # not the stored package: the view decides
         except Exception:
             log.warning("blob fast path: falling back to the view", exc_info=True)
             return None
@@ -237,5 +250,4 @@ class BlobFastPath:
         ]
         services.version_record_download(version=ref)
         start_response("200 OK", headers)
-        wrapper = environ.get("wsgi.file_wrapper")
-        return wrapper(handle, _BLOCK) if wrapper is not None else _chunks(handle)
+        return _send(environ, handle)
