@@ -53,11 +53,11 @@ def ref_of(version: Version) -> PackageRef:
     )
 
 
-_LOOKUP = (
+_SELECT_REF = (
     "SELECT v.id, v.extension_id, e.name, v.version, v.sha256, v.size, v.storage_key"
     " FROM registry_version v JOIN registry_extension e ON e.id = v.extension_id"
-    " WHERE e.name = %s AND v.canonical = %s"
 )
+_LOOKUP = _SELECT_REF + " WHERE e.name = %s AND v.canonical = %s"
 
 
 def package_lookup(*, name: str, canonical: str) -> PackageRef | None:
@@ -70,11 +70,7 @@ def package_lookup(*, name: str, canonical: str) -> PackageRef | None:
     return None if row is None else _ref_of_row(row)
 
 
-_BY_DIGEST = (
-    "SELECT v.id, v.extension_id, e.name, v.version, v.sha256, v.size, v.storage_key"
-    " FROM registry_version v JOIN registry_extension e ON e.id = v.extension_id"
-    " WHERE e.name = %s AND v.sha256 = %s"
-)
+_BY_DIGEST = _SELECT_REF + " WHERE e.name = %s AND v.sha256 = %s"
 
 
 def package_by_digest(*, name: str, sha256: str) -> PackageRef | None:
