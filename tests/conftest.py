@@ -60,3 +60,11 @@ def private_storage(settings: Any, tmp_path_factory: pytest.TempPathFactory) -> 
         },
     }
     return location
+
+
+@pytest.fixture
+def private_tmp(settings: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A REGISTRY_TMP_DIR private to the test, so the temporary files it sees are its own (a build
+    that another test's killed worker left behind is the sweeper's business, not this test's)."""
+    settings.REGISTRY_TMP_DIR = tmp_path_factory.mktemp("tmp")
+    return Path(settings.REGISTRY_TMP_DIR)

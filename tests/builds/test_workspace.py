@@ -24,13 +24,6 @@ def tmp_entries(settings: Any) -> list[str]:
     return sorted(p.name for p in root.iterdir()) if root.exists() else []
 
 
-@pytest.fixture
-def private_tmp(settings: Any, tmp_path: Path) -> Path:
-    settings.REGISTRY_TMP_DIR = tmp_path / "tmp"
-    settings.REGISTRY_TMP_DIR.mkdir()
-    return Path(settings.REGISTRY_TMP_DIR)
-
-
 def test_a_publish_leaves_no_temporary_file_whether_it_succeeds_or_fails(
     client: Client, token: str, tmp_path: Path, private_tmp: Path, settings: Any
 ) -> None:

@@ -4,6 +4,7 @@ publishing sources from disk (or built packages) through the same pipeline, depe
 from __future__ import annotations
 
 import io
+import os
 import re
 import shutil
 from collections.abc import Iterator
@@ -358,10 +359,21 @@ def test_publish_refuses_a_symlink_in_the_source_like_a_local_build(db: None, tm
 
 
 @pytest.mark.django_db(transaction=True)  # the reaper starts with close_old_connections(), as in a worker
-def test_reapbuilds_and_sweepstorage_report_what_they_did() -> None:
+def test_reapbuilds_and_sweepstorage_report_what_they_did(private_tmp: Path) -> None:
     assert run("reapbuilds").out.strip() == "0 re-queued, 0 failed"
     assert run("sweepstorage", "--grace-seconds", "0").out.strip() == (
         "removed 0 package object(s), 0 staged upload(s), 0 temporary upload file(s), 0 build directory(ies)"
     )
+    # What a killed worker leaves: a build's work directory and an upload's part, of no build.
+    gone = "0b7c1a8e-3f0e-4a51-9d55-2f4f3f7a0c11"
+    (private_tmp / f"build-{gone}-1").mkdir()
+    (private_tmp / f"build-{gone}-1" / "upload.tar.gz").write_bytes(b"partial")
+    (private_tmp / f"upload-{gone}.0.part").write_bytes(b"partial")
+    for entry in private_tmp.iterdir():
+        os.utime(entry, (1, 1))
+    assert run("sweepstorage", "--grace-seconds", "0").out.strip() == (
+        "removed 0 package object(s), 0 staged upload(s), 1 temporary upload file(s), 1 build directory(ies)"
+    )
+    assert list(private_tmp.iterdir()) == []
     refused = run("sweepstorage", "--grace-seconds", "-1")
     assert refused.error is not None and "0 or more" in str(refused.error)
