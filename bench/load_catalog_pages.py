@@ -136,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         for extension in by_name.values():
             rows_ = by_extension[extension.pk]
             extension.latest_version = rows_[-1]
+            extension.latest_published_at = rows_[-1].published_at
             extension.index_json, extension.index_etag = render_document(extension.name, rows_)
             for row in rows_:
                 for dep in row.manifest["dependencies"]:
@@ -155,7 +156,9 @@ def main(argv: list[str] | None = None) -> int:
                     daily.append(DailyDownloads(version=rows_[-1], day=today - timedelta(days=day), count=n))
                 extension.downloads = total
         Extension.objects.bulk_update(
-            list(by_name.values()), ["latest_version", "index_json", "index_etag", "downloads"], batch_size=1000
+            list(by_name.values()),
+            ["latest_version", "latest_published_at", "index_json", "index_etag", "downloads"],
+            batch_size=1000,
         )
         Dependency.objects.bulk_create(dependencies, batch_size=BATCH)
         DailyDownloads.objects.bulk_create(daily, batch_size=BATCH)

@@ -6,6 +6,7 @@ from typing import Any, ClassVar
 
 from django.conf import settings
 from django.db import models
+from django.db.models import F, Q
 
 from extensions.kinds import TYPES
 
@@ -25,6 +26,8 @@ class Extension(models.Model):
     latest_version = models.ForeignKey(
         "Version", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_constraint=False
     )
+    # Its publish time (None with no latest version): "recently updated" is an indexed order.
+    latest_published_at = models.DateTimeField(null=True, blank=True)
     keywords_text = models.CharField(max_length=400, blank=True)  # ",k1,k2," for keyword filtering
     # "\ncat1\ncat2\n" for category filtering and facets (registry.selectors.categories_text)
     categories_text = models.TextField(blank=True, default="")
@@ -43,6 +46,10 @@ class Extension(models.Model):
 
     class Meta:
         ordering = ("name",)
+        # The catalog's browse orders (registry.selectors.extension_search), read as index scans;
+        # on PostgreSQL "recently updated" has one too (registry/migrations/0014: SQLite cannot
+        # index NULLS LAST).
+        indexes: ClassVar[list[Any]] = [models.Index(F("downloads").desc(), "name", name="extension_by_downloads")]
 
     def __str__(self) -> str:
         return self.name
@@ -123,6 +130,10 @@ class Version(models.Model):
             models.Index(fields=("extension", "yanked")),
             # the catalog's "recently published" and "recently updated" lists
             models.Index(fields=("published_at",), name="version_published_at"),
+            # search's runtime filter: "has a non-yanked version whose constraint admits it"
+            models.Index(
+                fields=("extension", "provisioning_version"), condition=Q(yanked=False), name="version_runtime"
+            ),
         ]
 
     def __str__(self) -> str:

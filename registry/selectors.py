@@ -10,17 +10,20 @@ extension has few enough versions for that to be cheap."""
 from __future__ import annotations
 
 import functools
+import hashlib
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import date
-from typing import Any
+from typing import Any, TypeVar, cast
 
+from django.core.cache import cache
 from django.db import connection
 from django.db.models import (
     Case,
     Count,
     Exists,
+    Expression,
     F,
     IntegerField,
     Max,
@@ -43,12 +46,21 @@ from registry.errors import BadRequest, NotFound
 from registry.models import DailyDownloads, Dependency, Extension, Ownership, Provide, Version
 from registry.trust.models import TrustTarget
 
+T = TypeVar("T")
+#: How long an aggregate of one catalog state is kept: a new state is a new key anyway; the bound
+#: is for a change the fingerprint missed (web nodes whose clocks disagree).
+CATALOG_CACHE_SECONDS = 60
+
 SEMVER_HINT = "use MAJOR.MINOR.PATCH as in SemVer 2.0.0 (e.g. 1.28.0, 2.0.0-rc.1)"
 
 #: A version's large columns (up to the manifest limit, the README limit and MANIFEST.json's
 #: 10,000 entries): listings and lookups never load them; a page that shows one reads it for the
 #: one row it shows. Whatever was published, a read of many rows stays cheap.
 VERSION_LARGE_FIELDS = ("manifest", "manifest_text", "readme_html", "files", "interface")
+
+
+#: An extension's large column (its index document): listings never load it.
+EXTENSION_LARGE_FIELDS = ("index_json",)
 
 
 def _deferred(prefix: str, *, keep: tuple[str, ...] = ()) -> list[str]:
@@ -229,11 +241,31 @@ def _search_filter(q: str) -> Q:
     return condition
 
 
+class _StoredSearchVector(Expression):
+    """The weighted vector PostgreSQL stores with each extension row (registry/migrations/0014:
+    the name A, the keywords and the description B), read from the query's own extension table
+    (an inner query names it by another alias)."""
+
+    def __init__(self) -> None:
+        from django.contrib.postgres.search import SearchVectorField
+
+        super().__init__(output_field=SearchVectorField())
+
+    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
+        alias = compiler.query.get_initial_alias()
+        return f"{compiler.quote_name_unless_alias(alias)}.search_vector", []
+
+
 def _compatible_constraints(runtime: SemVer) -> list[str]:
     """The ``provisioning_version`` texts of non-yanked versions that admit ``runtime`` (the
-    resolver's rule, `extensions.versions.runs_on`): few distinct texts, parsed once each."""
-    texts = Version.objects.filter(yanked=False).order_by().values_list("provisioning_version", flat=True).distinct()
-    return [t for t in texts if _runs_on(t, runtime)]
+    resolver's rule, `extensions.versions.runs_on`): few distinct texts, parsed once each, read
+    once per state of the catalog (`catalog_cached`)."""
+
+    def texts() -> list[str]:
+        query = Version.objects.filter(yanked=False).order_by().values_list("provisioning_version", flat=True)
+        return sorted(query.distinct())
+
+    return [t for t in catalog_cached("runtime-constraints", texts) if _runs_on(t, runtime)]
 
 
 @functools.lru_cache(maxsize=4096)
@@ -301,15 +333,11 @@ def extension_search(
         query = query.filter(keywords_text__contains=keyword_token)
     if category_token:
         query = query.filter(categories_text__contains=category_token)
-    query = (
-        query.select_related("latest_version").defer(
-            *_deferred("latest_version__", keep=("manifest",))
-        )  # a result shows authors, repository, tags
-    )
+    query = query.defer(*EXTENSION_LARGE_FIELDS)
     if sort == "downloads":
         query = query.order_by("-downloads", "name")
     elif sort == "updated":
-        query = query.order_by(F("latest_version__published_at").desc(nulls_last=True), "name")
+        query = query.order_by(F("latest_published_at").desc(nulls_last=True), "name")
     elif sort == "name" or not q:
         query = query.order_by("name")
     else:
@@ -324,24 +352,23 @@ def extension_search(
             )
         )
         if connection.vendor == "postgresql":
-            from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVector
+            from django.contrib.postgres.search import SearchQuery, SearchRank
 
-            vector = (
-                SearchVector("name", weight="A", config="simple")
-                + SearchVector("keywords_text", weight="B", config="simple")
-                + SearchVector("description", weight="B", config="simple")
-            )
             words = SearchQuery(" ".join(_words(q)), search_type="plain", config="simple")
-            query = query.annotate(text_rank=SearchRank(vector, words)).order_by(
+            query = query.annotate(text_rank=SearchRank(_StoredSearchVector(), words)).order_by(
                 "rank", "-text_rank", "-downloads", "name"
             )
         else:
             query = query.order_by("rank", "-downloads", "name")
+    # One query: the page's extensions are chosen (ranked, sorted and cut) before their latest
+    # versions are joined, so only the page's rows are joined and ranked twice, not every match.
+    window = query.filter(pk__in=query.values("pk")[offset : offset + limit]).select_related("latest_version")
+    window = window.defer(*_deferred("latest_version__", keep=("manifest",)))  # a result shows authors, tags
     if counted:
         total = query.count()
-        page = list(query[offset : offset + limit]) if offset < total else []
+        page = list(window) if offset < total else []
     else:
-        page = list(query[offset : offset + limit])
+        page = list(window)
         total = len(page)
     facet_counts = _facets(base, type, keyword_token, category_token) if facets else None
     return Page(items=with_display_versions(page), total=total, limit=limit, offset=offset, facets=facet_counts)
@@ -533,6 +560,20 @@ def catalog_fingerprint() -> str:
     return f"{row['n']}:{updated}:{row['downloads'] or 0}"
 
 
+def catalog_cached(name: str, compute: Callable[[], T]) -> T:
+    """``compute()`` as of the catalog's current state: cached (the shared cache) under the
+    catalog's fingerprint, which every publish, yank and download flush changes. The fingerprint
+    is read first, so a cached value is never older than the state it is filed under. For
+    aggregates over the whole catalog whose key takes no input from a request (so no request can
+    fill the cache)."""
+    key = f"catalog:{name}:{hashlib.sha256(catalog_fingerprint().encode()).hexdigest()[:32]}"
+    value = cache.get(key)
+    if value is None:
+        value = compute()
+        cache.set(key, value, timeout=CATALOG_CACHE_SECONDS)
+    return cast(T, value)
+
+
 def _per_extension(query: QuerySet[Any], field: str, aggregate: Any) -> Subquery:
     """A scalar subquery: ``aggregate`` over the rows of ``query`` whose ``field`` is the outer
     extension (grouped by that field, so it is one row or none)."""
@@ -588,7 +629,12 @@ class CatalogStats:
 
 
 def catalog_stats() -> CatalogStats:
-    """Aggregates for /metrics, read from the database (correct across processes)."""
+    """Aggregates for /metrics and the home page, read from the database (correct across
+    processes) once per state of the catalog (`catalog_cached`): they scan every version."""
+    return catalog_cached("stats", _catalog_stats)
+
+
+def _catalog_stats() -> CatalogStats:
     by_type: dict[str, int] = dict.fromkeys(TYPES, 0)
     for row in Extension.objects.values("type").annotate(n=Count("id")).order_by():
         by_type[row["type"]] = row["n"]

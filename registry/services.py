@@ -476,6 +476,7 @@ def extension_refresh(extension: Extension) -> None:
     """Recompute the denormalised fields of an extension from its versions."""
     latest = _latest(list(extension.versions.all()))
     extension.latest_version = latest
+    extension.latest_published_at = latest.published_at if latest is not None else None
     if latest is not None:
         extension.description = latest.description
         extension.type = latest.type
@@ -487,6 +488,7 @@ def extension_refresh(extension: Extension) -> None:
     extension.save(
         update_fields=[
             "latest_version",
+            "latest_published_at",
             "description",
             "type",
             "keywords_text",

@@ -301,6 +301,47 @@ def test_search_filters_by_runtime_compatibility(client: Client, catalog: None) 
     assert [item["name"] for item in api["items"]] == ["containerd", "etcd", "kubernetes"]
 
 
+def test_recently_updated_follows_publishes_yanks_and_unyanks(
+    client: Client, catalog: None, user: AbstractBaseUser, publisher: Publisher
+) -> None:
+    assert result_names(page(client, "/search?sort=updated")) == ["aws", "kubernetes", "containerd", "etcd"]
+    publisher("etcd", "3.6.0", keywords=("kv", "consensus"), categories=("databases",))
+    assert result_names(page(client, "/search?sort=updated")) == ["etcd", "aws", "kubernetes", "containerd"]
+    etcd = Extension.objects.get(name="etcd")
+    assert etcd.latest_published_at == Version.objects.get(extension=etcd, canonical="3.6.0").published_at
+    yank(user, "etcd", "3.6.0")  # back to 3.5.12's time
+    assert result_names(page(client, "/search?sort=updated")) == ["aws", "kubernetes", "containerd", "etcd"]
+    for version in ("3.5.9", "3.5.12"):
+        yank(user, "etcd", version)
+    assert Extension.objects.get(name="etcd").latest_published_at is None  # nothing to install: last
+    assert result_names(page(client, "/search?sort=updated")) == ["aws", "kubernetes", "containerd", "etcd"]
+    services.version_unyank(actor=Actor(user=user), name="etcd", version="3.6.0")
+    assert result_names(page(client, "/search?sort=updated"))[0] == "etcd"
+
+
+def test_the_catalogs_aggregates_follow_every_change(
+    client: Client, catalog: None, user: AbstractBaseUser, publisher: Publisher
+) -> None:
+    """The counts (home page, /metrics) and the runtime filter's constraints are read once per
+    state of the catalog: each publish, yank and download flush is seen by the next request."""
+
+    def stats() -> tuple[str, ...]:
+        hero = page(client, "/").split('class="stats"', 1)[1].split("</ul>", 1)[0]
+        return tuple(re.findall(r"<strong>(\d+)</strong>", hero))
+
+    assert stats() == ("4", "5", "0")
+    assert result_names(page(client, "/search?runtime=3.0.0")) == ["aws", "containerd", "etcd", "kubernetes"]
+    publisher("redis", "7.2.0", provisioning_version=">=3.0.0")
+    assert stats() == ("5", "6", "0")
+    assert "redis" in result_names(page(client, "/search?runtime=3.0.0"))
+    yank(user, "redis", "7.2.0")
+    assert "redis" not in result_names(page(client, "/search?runtime=3.0.0"))
+    downloads("etcd", "3.5.12", (0, 3))
+    assert stats() == ("5", "6", "3")
+    metrics = client.get("/metrics").content.decode()
+    assert "registry_versions_yanked 1.0" in metrics and "registry_downloads_total 3.0" in metrics
+
+
 def test_search_sorts_by_relevance_downloads_update_and_name(client: Client, catalog: None) -> None:
     downloads("etcd", "3.5.12", (0, 5))
     downloads("containerd", "1.7.0", (0, 2))
