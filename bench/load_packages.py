@@ -116,8 +116,9 @@ def main(argv: list[str] | None = None) -> int:
                 [Provide(version=v, kind="taskserv", name=name, confusable_key=confusable_key(name)) for v in created]
             )
             extension.latest_version = max(created, key=lambda v: SemVer.parse(v.version))
+            extension.latest_published_at = extension.latest_version.published_at
             refresh_index(extension)
-            extension.save(update_fields=["latest_version", "index_json", "index_etag"])
+            extension.save(update_fields=["latest_version", "latest_published_at", "index_json", "index_etag"])
     if args.static_index:
         static_index_repair()
     print(f"loaded {len(by_name)} extensions, {len(records)} versions")

@@ -34,6 +34,7 @@ from django.db import transaction
 from django.db.models import F
 
 from registry.models import DailyDownloads, Extension, Version
+from registry.selectors import catalog_changed
 
 log = logging.getLogger(__name__)
 
@@ -182,6 +183,7 @@ def write(batch: Counter[Key]) -> int:
         batch = Counter({key: n for key, n in batch.items() if key[0] in extension_of and n > 0})
         if not batch:
             return 0
+        transaction.on_commit(catalog_changed)  # the catalog's totals (registry.selectors.catalog_cached)
         DailyDownloads.objects.bulk_create(
             [DailyDownloads(version_id=v, day=date.fromisoformat(d), count=0) for v, d in batch],
             ignore_conflicts=True,

@@ -17,6 +17,8 @@ ExtensionType = models.TextChoices("ExtensionType", [(t.upper(), t) for t in TYP
 class Extension(models.Model):
     """A name in the registry. Created by its first successful publish; never renamed."""
 
+    # name, description and keywords_text make up PostgreSQL's stored search_vector (migration
+    # 0014): a migration that changes one of their types drops that column first and adds it again.
     name = models.CharField(max_length=64, unique=True)
     # The confusable skeleton of the name (extensions.names.confusable_key), for typosquat checks.
     confusable_key = models.CharField(max_length=192, db_index=True)

@@ -10,7 +10,7 @@ extension has few enough versions for that to be cheap."""
 from __future__ import annotations
 
 import functools
-import hashlib
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -47,9 +47,11 @@ from registry.models import DailyDownloads, Dependency, Extension, Ownership, Pr
 from registry.trust.models import TrustTarget
 
 T = TypeVar("T")
-#: How long an aggregate of one catalog state is kept: a new state is a new key anyway; the bound
-#: is for a change the fingerprint missed (web nodes whose clocks disagree).
+#: How long an aggregate of one catalog state is kept (`catalog_cached`): the bound is for a change
+#: made outside the services (rows written by hand, a bulk load), which nothing announces.
 CATALOG_CACHE_SECONDS = 60
+CATALOG_GENERATION_KEY = "catalog:generation"
+
 
 SEMVER_HINT = "use MAJOR.MINOR.PATCH as in SemVer 2.0.0 (e.g. 1.28.0, 2.0.0-rc.1)"
 
@@ -431,7 +433,7 @@ def extension_dependents(*, name: str, limit: int = 20, offset: int = 0) -> Page
         Extension.objects.filter(versions__dependencies__extension=target)
         .distinct()
         .select_related("latest_version")
-        .defer(*_deferred("latest_version__"))
+        .defer(*EXTENSION_LARGE_FIELDS, *_deferred("latest_version__"))
         .order_by("name")
     )
     total = dependents.count()
@@ -489,7 +491,7 @@ def recent_versions(*, limit: int = 10) -> list[Version]:
     extensions loaded."""
     return list(
         Version.objects.select_related("extension")
-        .defer(*VERSION_LARGE_FIELDS)
+        .defer(*VERSION_LARGE_FIELDS, *(f"extension__{field}" for field in EXTENSION_LARGE_FIELDS))
         .order_by("-published_at", "-id")[:limit]
     )
 
@@ -561,17 +563,27 @@ def catalog_fingerprint() -> str:
 
 
 def catalog_cached(name: str, compute: Callable[[], T]) -> T:
-    """``compute()`` as of the catalog's current state: cached (the shared cache) under the
-    catalog's fingerprint, which every publish, yank and download flush changes. The fingerprint
-    is read first, so a cached value is never older than the state it is filed under. For
-    aggregates over the whole catalog whose key takes no input from a request (so no request can
-    fill the cache)."""
-    key = f"catalog:{name}:{hashlib.sha256(catalog_fingerprint().encode()).hexdigest()[:32]}"
-    value = cache.get(key)
-    if value is None:
-        value = compute()
-        cache.set(key, value, timeout=CATALOG_CACHE_SECONDS)
-    return cast(T, value)
+    """``compute()`` as of the catalog's current state, kept in the shared cache (one entry per
+    name, with the state it was computed at) for aggregates over the whole catalog. The state is
+    the catalog's fingerprint and the generation `catalog_changed` sets after every commit that
+    changes the catalog (a commit can land after a later-stamped one, which the fingerprint alone
+    would miss); it is read before ``compute()``, so a value is never older than its state. An
+    entry lives CATALOG_CACHE_SECONDS at most (a change made outside the services). The name takes
+    no input from a request, so no request can fill the cache."""
+    state = f"{catalog_fingerprint()}|{cache.get(CATALOG_GENERATION_KEY, '')}"
+    key = f"catalog:{name}"
+    entry = cache.get(key)
+    if isinstance(entry, tuple) and len(entry) == 2 and entry[0] == state:
+        return cast(T, entry[1])
+    value = compute()
+    cache.set(key, (state, value), timeout=CATALOG_CACHE_SECONDS)
+    return value
+
+
+def catalog_changed() -> None:
+    """A commit changed the catalog (a publish, a yank or unyank, a download flush): aggregates
+    cached by `catalog_cached` are read again. Called on commit."""
+    cache.set(CATALOG_GENERATION_KEY, uuid.uuid4().hex, timeout=None)
 
 
 def _per_extension(query: QuerySet[Any], field: str, aggregate: Any) -> Subquery:

@@ -47,7 +47,7 @@ from registry.models import (
 )
 from registry.provenance.records import BuildFacts
 from registry.provenance.services import provenance_record
-from registry.selectors import categories_text, check_name, unknown_extension
+from registry.selectors import catalog_changed, categories_text, check_name, unknown_extension
 from registry.staticindex import static_index_refresh
 from registry.tokens import (
     DEFAULT_SCOPES,
@@ -500,6 +500,7 @@ def extension_refresh(extension: Extension) -> None:
     )
     # The signed index covers the new document before the transaction commits (registry.trust).
     trust.record_extension(extension)
+    transaction.on_commit(catalog_changed)
 
 
 # --- yanking ------------------------------------------------------------------------------------

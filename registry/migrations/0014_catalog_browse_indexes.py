@@ -9,7 +9,12 @@
 - on PostgreSQL, ``search_vector``: the weighted text the relevance rank reads (name A, keywords
   and description B, as `registry.selectors.extension_search` ranks), a generated column that
   PostgreSQL keeps itself, so a search ranks its matches without building a vector per row. It
-  is no model field: SQLite has no text search, and nothing but the rank reads it."""
+  is no model field: SQLite has no text search, and nothing but the rank reads it. PostgreSQL
+  refuses to change the type of a column it is computed from: a later migration that changes
+  name, description or keywords_text drops it first and adds it again.
+
+During a rolling upgrade, a node still on the previous release publishes without setting
+latest_published_at (docs/deploy.md says how to fill it again)."""
 
 from django.db import migrations, models
 

@@ -342,6 +342,18 @@ def test_the_catalogs_aggregates_follow_every_change(
     assert "registry_versions_yanked 1.0" in metrics and "registry_downloads_total 3.0" in metrics
 
 
+def test_a_commit_the_fingerprint_misses_is_announced_by_catalog_changed(client: Client, catalog: None) -> None:
+    """On PostgreSQL a yank can commit after a later-stamped publish of another extension: the
+    fingerprint (count, last update, downloads) does not move, the generation does."""
+    from registry import selectors
+
+    assert selectors.catalog_stats().yanked_versions == 0
+    Version.objects.filter(extension__name="etcd", canonical="3.5.9").update(yanked=True)  # no refresh
+    assert selectors.catalog_stats().yanked_versions == 0  # one read per state: the cached one
+    selectors.catalog_changed()
+    assert selectors.catalog_stats().yanked_versions == 1
+
+
 def test_search_sorts_by_relevance_downloads_update_and_name(client: Client, catalog: None) -> None:
     downloads("etcd", "3.5.12", (0, 5))
     downloads("containerd", "1.7.0", (0, 2))
