@@ -1,7 +1,8 @@
 """The same mixed load against one web node and against two, in the same run (issue 15): one
 `cluster.Cluster` (PostgreSQL, Redis, moto's S3, two gunicorn nodes, two workers, beat, nginx as
 docs/deploy.md configures it), nginx balancing over web1 alone, then over web1 and web2, runs
-alternating. Per configuration: requests/s, p50/p99 per kind of request, and the server CPU ms
+alternating. Per configuration: requests/s, p50/p99 per kind of request (and of the index reads
+of `cluster.probe`, a client of its own beside the load), and the server CPU ms
 per request of each web node (its gunicorn master and workers' CPU over the requests nginx sent
 it, from nginx's access log). On 2 cores the throughput ratio says little (the load driver
 itself shares them); CPU per request is what docs/deploy.md's sizing is computed from.
@@ -25,6 +26,7 @@ from cluster.load import Catalogue, LoadPlan, LoadResult, run_load
 from cluster.seed import seed_examples
 
 KINDS = ("index", "resolve", "download", "oci", "tuf", "publish")
+INDEX_P99_MS = 50.0  # issue 15: p99 of index reads under the load, as one client sees it (cluster.probe)
 
 
 @dataclass
@@ -97,14 +99,18 @@ def run(ctx: Context) -> list[Row]:
         f"{repeats} run(s) per configuration, alternating; medians (range). The load driver runs on the same "
         "2 cores as the cluster: throughput is bounded by the machine, not by the nodes.",
         "",
-        "| nodes | req/s | " + " | ".join(f"{k} p50/p99 ms" for k in KINDS) + " | web CPU ms/request | errors |",
-        "|---|---|" + "---|" * len(KINDS) + "---|---|",
+        "| nodes | req/s | index (probe) p50/p99 ms | "
+        + " | ".join(f"{k} p50/p99 ms" for k in KINDS)
+        + " | web CPU ms/request | errors |",
+        "|---|---|---|" + "---|" * len(KINDS) + "---|---|",
     ]
     throughput: dict[int, float] = {}
     for nodes, measured in runs.items():
         rps = [m.result.requests_per_second() for m in measured]
         throughput[nodes] = statistics.median(rps)
-        cells = []
+        probe50 = [m.result.probe_latency(50) * 1000 for m in measured]
+        probe99 = [m.result.probe_latency(99) * 1000 for m in measured]
+        cells = [f"{_range(probe50, '{:.1f}')} / {_range(probe99, '{:.1f}')}"]
         for kind in KINDS:
             p50 = [m.result.latency(kind, 50) * 1000 for m in measured]
             p99 = [m.result.latency(kind, 99) * 1000 for m in measured]
@@ -120,7 +126,16 @@ def run(ctx: Context) -> list[Row]:
         rows.append(
             Row(
                 "cluster",
-                f"{nodes} node(s): index p99 ms",
+                f"{nodes} node(s): index p99 ms (probe)",
+                _range(probe99, "{:.1f}"),
+                target=f"< {INDEX_P99_MS:.0f} ms",
+                ok=statistics.median(probe99) < INDEX_P99_MS,
+            )
+        )
+        rows.append(
+            Row(
+                "cluster",
+                f"{nodes} node(s): index p99 ms (load driver)",
                 _range([m.result.latency("index", 99) * 1000 for m in measured]),
             )
         )
@@ -138,6 +153,11 @@ def run(ctx: Context) -> list[Row]:
         "",
         f"Two nodes vs one: {ratio:.2f}x the requests/s. Requests nginx answered from the bucket (index documents, "
         "signed metadata) reach no web node and are not in the CPU per request.",
+        "",
+        "index (probe): index documents read every 20 ms by a process of its own (cluster/probe.py: one "
+        "keep-alive connection, a higher priority, each latency counted from when the request was due), which "
+        "is what one client sees of the server; the other columns are what the load's 50 asyncio clients "
+        "record, their own event loop's queueing included.",
     ]
     ctx.notes.append(f"written to {write_section(ctx.root, 'cluster', chr(10).join(lines))}")
     return rows

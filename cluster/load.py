@@ -20,7 +20,10 @@ import hashlib
 import json
 import random
 import string
+import subprocess
+import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -50,6 +53,8 @@ class LoadPlan:
     weights: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     timeout: float = 15.0
     seed: int = 0
+    # cluster.probe: an index read every this many seconds from a process of its own (0: none)
+    probe_interval: float = 0.02
 
 
 @dataclass(frozen=True)
@@ -97,6 +102,8 @@ class LoadResult:
     publishes: list[Publish] = field(default_factory=list)
     downloaded: set[tuple[str, str, str]] = field(default_factory=set)  # (name, version, sha256 of the bytes)
     mismatches: list[str] = field(default_factory=list)  # bytes that were not what the answer said
+    # cluster.probe's index reads during the load: (at, seconds from when it was due, status)
+    probe: list[tuple[float, float, int]] = field(default_factory=list)
 
     # --- reading the result -------------------------------------------------------------------
 
@@ -118,6 +125,12 @@ class LoadResult:
 
     def latency(self, kind: str, pct: float, *, ok_only: bool = True) -> float:
         samples = [o.seconds for o in self.of(kind) if not ok_only or 200 <= o.status < 400]
+        return percentile(samples, pct) if samples else float("nan")
+
+    def probe_latency(self, pct: float) -> float:
+        """A percentile of the probe's index reads (what one client sees of the server, without
+        the load driver's own queueing), answered ones only."""
+        samples = [seconds for _, seconds, status in self.probe if status == 200]
         return percentile(samples, pct) if samples else float("nan")
 
     def requests_per_second(self) -> float:
@@ -153,6 +166,13 @@ class LoadResult:
             lines.append(
                 f"  {kind:14} {len(outcomes):6}  p50 {self.latency(kind, 50) * 1000:7.1f} ms  "
                 f"p99 {self.latency(kind, 99) * 1000:7.1f} ms  [{statuses}]"
+            )
+        if self.probe:
+            counts = sorted(Counter(status for *_, status in self.probe).items())
+            statuses = ", ".join(f"{s or 'no answer'}: {n}" for s, n in counts)
+            lines.append(
+                f"  {'index (probe)':14} {len(self.probe):6}  p50 {self.probe_latency(50) * 1000:7.1f} ms  "
+                f"p99 {self.probe_latency(99) * 1000:7.1f} ms  [{statuses}]"
             )
         finals = Counter(f"{p.final} {p.final_code}".strip() for p in self.accepted())
         if finals:
@@ -409,8 +429,6 @@ def run_load(
     """The load (its own event loop). ``during``, given the load's start (time.monotonic()), runs
     in this thread while the load runs in another: a fault injected on a schedule. (This thread,
     because the processes a fault restarts die with the thread that started them: PR_SET_PDEATHSIG.)"""
-    import threading
-
     rng = random.Random(plan.seed or None)
     per_publisher = int(plan.seconds / max(plan.publish_pause, 0.05)) + 2 if plan.publishers else 0
     with tempfile.TemporaryDirectory(prefix="load-", dir=workdir) as tmp:
@@ -418,28 +436,72 @@ def run_load(
             Path(tmp), run=run_id(rng), publishers=plan.publishers, count=per_publisher, depends_on=depends_on
         )
         runner = _Run(base_url, plan, catalogue, token, packages)
-        if during is None:
-            return asyncio.run(runner.run())
-        results: list[LoadResult] = []
-        errors: list[BaseException] = []
+        with _Probe(base_url, plan, catalogue) as probe:
+            result = _run(runner, plan, during)
+        result.probe = probe.samples
+        return result
 
-        def load() -> None:
-            try:
-                results.append(asyncio.run(runner.run()))
-            except BaseException as exc:  # noqa: BLE001 - re-raised below, in the caller's thread
-                errors.append(exc)
 
-        thread = threading.Thread(target=load, name="load", daemon=True)
-        thread.start()
+class _Probe:
+    """cluster.probe in a process of its own for the load's seconds (nothing when the plan says 0)."""
+
+    def __init__(self, base_url: str, plan: LoadPlan, catalogue: Catalogue) -> None:
+        self.command = [
+            sys.executable, "-m", "cluster.probe", base_url, str(plan.seconds), str(plan.probe_interval),
+            *catalogue.names,
+        ]  # fmt: skip
+        self.enabled = plan.probe_interval > 0
+        self.timeout = plan.seconds + plan.timeout + 30
+        self.samples: list[tuple[float, float, int]] = []
+        self.process: subprocess.Popen[str] | None = None
+
+    def __enter__(self) -> _Probe:
+        if self.enabled:
+            root = Path(__file__).resolve().parent.parent
+            self.process = subprocess.Popen(self.command, cwd=root, stdout=subprocess.PIPE, text=True)
+        return self
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if self.process is None:
+            return
+        if exc_type is not None:  # the load failed: its figures do not matter
+            self.process.kill()
+            self.process.communicate()
+            return
         try:
-            during(runner.result.started)
-        finally:
-            thread.join(timeout=plan.seconds + plan.timeout + 60)
-        if errors:
-            raise errors[0]
-        if not results:
-            raise RuntimeError(f"the load did not end within {plan.seconds + plan.timeout + 60:.0f} s")
-        return results[0]
+            out, _ = self.process.communicate(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.communicate()
+            raise RuntimeError(f"the latency probe did not end within {self.timeout:.0f} s") from None
+        if self.process.returncode != 0:
+            raise RuntimeError(f"the latency probe failed with exit code {self.process.returncode}")
+        self.samples = [(float(at), float(seconds), int(status)) for at, seconds, status in json.loads(out)]
+
+
+def _run(runner: _Run, plan: LoadPlan, during: Callable[[float], None] | None) -> LoadResult:
+    if during is None:
+        return asyncio.run(runner.run())
+    results: list[LoadResult] = []
+    errors: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            results.append(asyncio.run(runner.run()))
+        except BaseException as exc:  # noqa: BLE001 - re-raised below, in the caller's thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=load, name="load", daemon=True)
+    thread.start()
+    try:
+        during(runner.result.started)
+    finally:
+        thread.join(timeout=plan.seconds + plan.timeout + 60)
+    if errors:
+        raise errors[0]
+    if not results:
+        raise RuntimeError(f"the load did not end within {plan.seconds + plan.timeout + 60:.0f} s")
+    return results[0]
 
 
 def sleep_until(started: float, offset: float) -> None:
