@@ -366,45 +366,47 @@ def extension_search(
     # versions are joined, so only the page's rows are joined and ranked twice, not every match.
     window = query.filter(pk__in=query.values("pk")[offset : offset + limit]).select_related("latest_version")
     window = window.defer(*_deferred("latest_version__", keep=("manifest",)))  # a result shows authors, tags
-    if counted:
+    facet_counts = None
+    if facets:  # one pass over the matches counts them and their facets
+        total, facet_counts = _facets(base, type, keyword_token, category_token)
+        page = list(window) if offset < total else []
+    elif counted:
         total = query.count()
         page = list(window) if offset < total else []
     else:
         page = list(window)
         total = len(page)
-    facet_counts = _facets(base, type, keyword_token, category_token) if facets else None
     return Page(items=with_display_versions(page), total=total, limit=limit, offset=offset, facets=facet_counts)
 
 
-def _facets(base: QuerySet[Extension], type: str | None, keyword: str | None, category: str | None) -> Facets:
-    """Two queries: the types (grouped in the database), then the keywords and categories of the
-    matching rows (counted here: they are lists in one column each). ``keyword`` and ``category``
-    are the tokens searched for (``,kv,``, newline-delimited)."""
-    types = dict.fromkeys(TYPES, 0)
-    of_types = base
-    if keyword:
-        of_types = of_types.filter(keywords_text__contains=keyword)
-    if category:
-        of_types = of_types.filter(categories_text__contains=category)
-    for row in of_types.values("type").annotate(n=Count("id")).order_by():
-        types[row["type"]] = row["n"]
-    rows = base.filter(type=type) if type else base
-    if keyword and category:  # the rows either facet counts
-        rows = rows.filter(Q(keywords_text__contains=keyword) | Q(categories_text__contains=category))
+def _facets(
+    base: QuerySet[Extension], type: str | None, keyword: str | None, category: str | None
+) -> tuple[int, Facets]:
+    """One pass over the rows ``base`` matches (``q`` and ``runtime`` applied): how many of them
+    also match ``type``, ``keyword`` and ``category`` (the search's total), and the facets, each
+    counted with every other filter applied but its own. ``keyword`` and ``category`` are the
+    tokens searched for (``,kv,``, newline-delimited), matched as the filters match them."""
+    types: dict[str, int] = dict.fromkeys(TYPES, 0)
     keywords: Counter[str] = Counter()
     categories: Counter[str] = Counter()
-    for keywords_text, categories_text_ in (
-        rows.order_by().values_list("keywords_text", "categories_text").iterator(chunk_size=2000)
-    ):
-        if not category or category in categories_text_:
+    total = 0
+    rows = base.order_by().values_list("type", "keywords_text", "categories_text")
+    for kind, keywords_text, categories_text_ in rows.iterator(chunk_size=2000):
+        has_keyword = not keyword or keyword in keywords_text
+        has_category = not category or category in categories_text_
+        of_type = not type or kind == type
+        if has_keyword and has_category:
+            types[kind] = types.get(kind, 0) + 1
+            total += of_type
+        if of_type and has_category:
             keywords.update(k for k in keywords_text.split(",") if k)
-        if not keyword or keyword in keywords_text:
+        if of_type and has_keyword:
             categories.update(split_categories(categories_text_))
 
     def top(counter: Counter[str]) -> list[tuple[str, int]]:
         return sorted(counter.items(), key=lambda item: (-item[1], item[0]))[:MAX_FACET_VALUES]
 
-    return Facets(types=list(types.items()), keywords=top(keywords), categories=top(categories))
+    return total, Facets(types=list(types.items()), keywords=top(keywords), categories=top(categories))
 
 
 def with_display_versions(extensions: list[Extension]) -> list[tuple[Extension, Version | None]]:
