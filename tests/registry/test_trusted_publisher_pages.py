@@ -68,6 +68,7 @@ def test_an_owner_adds_and_removes_a_trusted_publisher_in_the_catalog(alice: Abs
     assert page.status_code == 200
     assert private(page) and "default-src 'self'" in page["Content-Security-Policy"]
     assert "No trusted publishers yet" in page.content.decode()
+    assert page.content.decode().count(">Log out<") == 1  # the header's, once
 
     added = add(session, "repository=acme/etcd\nworkflow=release\n")
     text = added.content.decode()
