@@ -1,12 +1,18 @@
 """The hard bound on one resolution: a wall-clock deadline, checked from inside the search (the
 resolvelib provider's callbacks and between the complete solver's bounded steps, never only per
 round), and an optional probe that says the caller has gone (a client that disconnected), so that
-nothing keeps computing an answer nobody waits for."""
+nothing keeps computing an answer nobody waits for.
+
+The deadline bounds the resolution's own work. Time spent waiting for the catalogue (a database
+read on the registry, a download of signed metadata on the client) moves it on by as much: those
+waits have bounds of their own (statement and HTTP timeouts, at most ``max_extensions`` reads), and
+charging them would answer ``too_complex`` to an easy request on a slow network or a busy database."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 #: Seconds one resolution may take, by default (the registry's REGISTRY_RESOLVE_TIMEOUT overrides it).
 DEFAULT_TIMEOUT = 2.0
@@ -48,6 +54,16 @@ class Budget:
             self._probed = now
             if self.cancelled():
                 raise OutOfBudget(cancelled=True)
+
+    @contextmanager
+    def waiting(self) -> Iterator[None]:
+        """Time spent inside is not charged: the deadline moves on by as much."""
+        began = time.monotonic()
+        try:
+            yield
+        finally:
+            if self.deadline is not None:
+                self.deadline += time.monotonic() - began
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started

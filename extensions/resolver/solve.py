@@ -4,7 +4,7 @@ skipped)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from extensions.errors import ExtensionError, ResolutionError, ResolutionTooComplex
@@ -40,6 +40,7 @@ def resolve(
     there is no answer or the input is invalid; ``ResolutionTooComplex`` (``too_complex``) past a
     bound, saying what was tried. ``fast_path_work`` 0 skips the backtracking search."""
     budget = Budget(timeout, cancelled=cancelled)
+    catalogue = _Waited(catalogue, budget)
     roots = _parse_roots(requirements, max_requirements)
     runtime = _parse_runtime(runtime_version)
     pins = _parse_locked(locked)
@@ -86,6 +87,22 @@ def resolve(
         locked_ignored=_locked_ignored(universe, resolved, requirers),
         skipped=_skipped(universe, resolved, requirers),
     )
+
+
+class _Waited:
+    """``catalogue`` with the time its reads take kept off ``budget`` (the `budget` docstring)."""
+
+    def __init__(self, catalogue: Catalogue, budget: Budget) -> None:
+        self.catalogue = catalogue
+        self.budget = budget
+
+    def versions(self, name: str) -> Sequence[Candidate]:
+        with self.budget.waiting():
+            return self.catalogue.versions(name)
+
+    def names(self) -> Iterable[str]:
+        with self.budget.waiting():
+            return list(self.catalogue.names())
 
 
 def _too_complex(budget: Budget, tried: list[str], universe: Universe, *, cancelled: bool) -> ResolutionError:

@@ -690,6 +690,41 @@ def test_the_fast_path_budgets_only_hand_over_to_the_complete_search() -> None:
     assert versions_of(resolve(["n00"], chain, fast_path_work=5)) == expected
 
 
+class SlowCatalogue(MemoryCatalogue):
+    """Every read waits ``seconds`` first, as a busy database or a slow network would."""
+
+    def __init__(self, catalogue: MemoryCatalogue, seconds: float) -> None:
+        self._versions = catalogue._versions
+        self.seconds = seconds
+
+    def versions(self, name: str) -> Any:
+        time.sleep(self.seconds)
+        return super().versions(name)
+
+
+def test_waiting_for_the_catalogue_is_not_charged_to_the_budget() -> None:
+    # 10 names read at 0.05 s each: half a second of waiting against a 0.2 s budget for the work.
+    slow = SlowCatalogue(_chain(10, 3, "*"), 0.05)
+    started = time.monotonic()
+    assert len(versions_of(resolve(["n00"], slow, timeout=0.2))) == 10
+    assert time.monotonic() - started >= 0.5
+
+
+def test_the_work_itself_is_still_bounded_when_the_catalogue_is_slow() -> None:
+    # The pigeonhole problem (no answer, exponentially long proofs) behind a slow catalogue.
+    records = [
+        {"name": f"p{p}", "version": f"1.{h}.0", "dependencies": {f"h{h}": f"=1.{p}.0"}}
+        for p in range(9)
+        for h in range(8)
+    ]
+    records += [{"name": f"h{h}", "version": f"1.{p}.0"} for h in range(8) for p in range(9)]
+    slow = SlowCatalogue(MemoryCatalogue.from_records(records), 0.01)
+    started = time.monotonic()
+    error = failure([f"p{p}" for p in range(9)], slow, timeout=0.3)
+    assert error.code == "too_complex"
+    assert time.monotonic() - started < 0.3 + 17 * 0.01 + 1.0
+
+
 def test_the_extension_budget_is_a_setting() -> None:
     error = failure(["n00"], _chain(30, 1, "*"), max_extensions=20)
     assert error.code == "too_complex"
