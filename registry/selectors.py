@@ -10,8 +10,9 @@ extension has few enough versions for that to be cheap."""
 from __future__ import annotations
 
 import functools
+import threading
 import uuid
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import date
@@ -51,6 +52,8 @@ T = TypeVar("T")
 #: made outside the services (rows written by hand, a bulk load), which nothing announces.
 CATALOG_CACHE_SECONDS = 60
 CATALOG_GENERATION_KEY = "catalog:generation"
+#: Searches whose facets each process keeps, per catalog state (`_facets_cached`).
+FACET_CACHE_ENTRIES = 256
 
 
 SEMVER_HINT = "use MAJOR.MINOR.PATCH as in SemVer 2.0.0 (e.g. 1.28.0, 2.0.0-rc.1)"
@@ -368,7 +371,10 @@ def extension_search(
     window = window.defer(*_deferred("latest_version__", keep=("manifest",)))  # a result shows authors, tags
     facet_counts = None
     if facets:  # one pass over the matches counts them and their facets
-        total, facet_counts = _facets(base, type, keyword_token, category_token)
+        total, facet_counts = _facets_cached(
+            (q, type, keyword_token, category_token, str(runtime)),
+            lambda: _facets(base, type, keyword_token, category_token),
+        )
         page = list(window) if offset < total else []
     elif counted:
         total = query.count()
@@ -377,6 +383,36 @@ def extension_search(
         page = list(window)
         total = len(page)
     return Page(items=with_display_versions(page), total=total, limit=limit, offset=offset, facets=facet_counts)
+
+
+_facet_cache: OrderedDict[tuple[str, ...], tuple[int, Facets]] = OrderedDict()
+_facet_lock = threading.Lock()
+
+
+def _facets_cached(search: tuple[str | None, ...], compute: Callable[[], tuple[int, Facets]]) -> tuple[int, Facets]:
+    """``compute()`` (the counts of `_facets` for ``search``, its filters) as of the catalog's
+    current state (`catalog_state`), kept in this process for the FACET_CACHE_ENTRIES searches
+    asked last: a popular search counts its matches once per change of the catalog, not per page.
+    The bound is per process and an entry's key is its search, so requests can only push one
+    another's entries out, never grow the cache."""
+    key = (catalog_state(), *(part or "" for part in search))
+    with _facet_lock:
+        found = _facet_cache.get(key)
+        if found is not None:
+            _facet_cache.move_to_end(key)
+            return found
+    value = compute()
+    with _facet_lock:
+        _facet_cache[key] = value
+        while len(_facet_cache) > FACET_CACHE_ENTRIES:
+            _facet_cache.popitem(last=False)
+    return value
+
+
+def forget_facets() -> None:
+    """Drop this process's kept facets (tests begin with none)."""
+    with _facet_lock:
+        _facet_cache.clear()
 
 
 def _facets(
@@ -564,15 +600,20 @@ def catalog_fingerprint() -> str:
     return f"{row['n']}:{updated}:{row['downloads'] or 0}"
 
 
+def catalog_state() -> str:
+    """The catalog's state for what is kept of it (`catalog_cached`, the search facets): its
+    fingerprint and the generation `catalog_changed` sets after every commit that changes it (a
+    commit can land after a later-stamped one, which the fingerprint alone would miss). Read it
+    before computing what is kept, so that a value is never older than its state."""
+    return f"{catalog_fingerprint()}|{cache.get(CATALOG_GENERATION_KEY, '')}"
+
+
 def catalog_cached(name: str, compute: Callable[[], T]) -> T:
-    """``compute()`` as of the catalog's current state, kept in the shared cache (one entry per
-    name, with the state it was computed at) for aggregates over the whole catalog. The state is
-    the catalog's fingerprint and the generation `catalog_changed` sets after every commit that
-    changes the catalog (a commit can land after a later-stamped one, which the fingerprint alone
-    would miss); it is read before ``compute()``, so a value is never older than its state. An
-    entry lives CATALOG_CACHE_SECONDS at most (a change made outside the services). The name takes
+    """``compute()`` as of the catalog's current state (`catalog_state`), kept in the shared cache
+    (one entry per name, with the state it was computed at) for aggregates over the whole
+    catalog. An entry lives CATALOG_CACHE_SECONDS at most (a change made outside the services). The name takes
     no input from a request, so no request can fill the cache."""
-    state = f"{catalog_fingerprint()}|{cache.get(CATALOG_GENERATION_KEY, '')}"
+    state = catalog_state()
     key = f"catalog:{name}"
     entry = cache.get(key)
     if isinstance(entry, tuple) and len(entry) == 2 and entry[0] == state:
@@ -584,7 +625,7 @@ def catalog_cached(name: str, compute: Callable[[], T]) -> T:
 
 def catalog_changed() -> None:
     """A commit changed the catalog (a publish, a yank or unyank, a download flush): aggregates
-    cached by `catalog_cached` are read again. Called on commit."""
+    cached by `catalog_cached` and the search facets are read again. Called on commit."""
     cache.set(CATALOG_GENERATION_KEY, uuid.uuid4().hex, timeout=None)
 
 

@@ -920,8 +920,9 @@ def _fresh_caches() -> None:
     the next."""
     from django.core.cache import caches
 
-    from registry import downloadcounts
+    from registry import downloadcounts, selectors
 
     for cache in caches.all(initialized_only=True):
         cache.clear()
     downloadcounts.discard_local()
+    selectors.forget_facets()

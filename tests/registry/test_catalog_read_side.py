@@ -292,6 +292,32 @@ def test_search_counts_each_facet_with_the_other_filters(client: Client, catalog
     assert 'href="/search?keyword=containers&amp;category=runtimes"' in chosen
 
 
+def test_a_searchs_facets_are_counted_once_per_state_of_the_catalog_and_follow_every_change(
+    client: Client, catalog: None, user: AbstractBaseUser, publisher: Publisher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from registry import selectors
+
+    counted: list[tuple[Any, ...]] = []  # the filters of each count
+    facets = selectors._facets
+    monkeypatch.setattr(selectors, "_facets", lambda base, *filters: counted.append(filters) or facets(base, *filters))
+    for _ in range(3):
+        assert facet_counts(page(client, "/search?q=etcd"), "keywords-title") == {"consensus": 1, "kv": 1}
+    assert len(counted) == 1  # the first request counted; the others used its counts
+    publisher("etcd-operator", "1.0.0", keywords=("kv", "operators"))
+    assert facet_counts(page(client, "/search?q=etcd"), "keywords-title") == {"consensus": 1, "kv": 2, "operators": 1}
+    yank(user, "etcd-operator", "1.0.0")  # still listed, still counted (why it cannot be installed is shown)
+    page(client, "/search?q=etcd")
+    assert len(counted) == 3  # each change of the catalog counted again
+    # Each process keeps the last FACET_CACHE_ENTRIES searches, however many different ones it is asked.
+    monkeypatch.setattr(selectors, "FACET_CACHE_ENTRIES", 4)
+    for word in ("a", "b", "c", "d", "e", "f"):
+        page(client, f"/search?q={word}")
+    assert len(selectors._facet_cache) == 4
+    page(client, "/search?q=a")  # pushed out by the later ones: counted again
+    page(client, "/search?q=f")  # still kept
+    assert len(counted) == 3 + 6 + 1
+
+
 def test_search_filters_by_runtime_compatibility(client: Client, catalog: None) -> None:
     assert result_names(page(client, "/search?runtime=1.4.0")) == ["containerd", "etcd", "kubernetes"]
     assert result_names(page(client, "/search?runtime=2.1.0")) == ["aws", "containerd", "etcd", "kubernetes"]
