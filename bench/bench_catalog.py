@@ -5,6 +5,8 @@
 - the home page, search with facets (a word many descriptions have; the same with a keyword and a
   runtime filter; browsing everything by downloads), extension pages and version pages of
   extensions picked at random (each page once warm, as a busy site's pages are);
+- the same pages on their first view in their state (rendered: a web process keeps an anonymous
+  page once rendered, `registry.views.conditional_page`), shown without a target;
 - the version page of ``chain-00``, whose dependency graph is a closure of 30 extensions, warm
   (the per-process graph cache) and the graph itself cold in this process (resolution from parsed
   documents, layout, SVG: `registry.depgraph`, its cache cleared before each run).
@@ -38,6 +40,24 @@ def _sample(http: httpx.Client, paths: list[str], repeat: int) -> list[float]:
         for path in paths:
             start = time.perf_counter()
             response = http.get(path)
+            samples.append(time.perf_counter() - start)
+            response.raise_for_status()
+    return samples
+
+
+def _sample_rendered(http: httpx.Client, paths: list[str], repeat: int) -> list[float]:
+    """Each request a path no process has rendered yet (a query parameter the page ignores, new
+    each time), so the page is rendered rather than served from the copy a web process keeps
+    (`registry.views.conditional_page`); the database and the per-process caches are warm."""
+    for path in paths:
+        for _ in range(2):
+            http.get(path).raise_for_status()
+    samples = []
+    for run in range(repeat):
+        for number, path in enumerate(paths):
+            fresh = f"{path}{'&' if '?' in path else '?'}first={run}-{number}"
+            start = time.perf_counter()
+            response = http.get(fresh)
             samples.append(time.perf_counter() - start)
             response.raise_for_status()
     return samples
@@ -113,24 +133,35 @@ def run(ctx: Context) -> list[Row]:
             "version page": [f"/extensions/{n}/1.{rng.randrange(versions)}.0/" for n in names],
             "version page, 30-extension graph (warm)": [f"/extensions/chain-00/{newest}/"],
         }
+        # The first view of a page in its state (rendered, not kept yet): what the pages cost
+        # before a process keeps them, shown without a target.
+        rendered = {
+            "home, first view": ["/"],
+            "search with facets, first view": scenarios["search with facets"],
+            "extension page, first view": scenarios["extension page"],
+            "version page, first view": scenarios["version page"],
+        }
         rows: list[Row] = []
         lines = []
         registry.start(workers=2, threads=4)
         try:
             with httpx.Client(base_url=registry.url, timeout=60) as http:
-                for label, paths in scenarios.items():
-                    times = _sample(http, paths, repeat if len(paths) > 1 else repeat * 10)
-                    p50, p95 = median(times) * 1000, percentile(times, 95) * 1000
-                    lines.append(f"| {label} | {len(times)} | {p50:.1f} ms | {p95:.1f} ms | < {PAGE_P95_MS:.0f} ms |")
-                    rows.append(
-                        Row(
-                            "catalog pages (gunicorn, PostgreSQL)",
-                            label,
-                            f"p50 {p50:.1f} ms, p95 {p95:.1f} ms",
-                            target=f"p95 < {PAGE_P95_MS:.0f} ms",
-                            ok=p95 < PAGE_P95_MS,
+                for kept, group in ((True, scenarios), (False, rendered)):
+                    for label, paths in group.items():
+                        count = repeat if len(paths) > 1 else repeat * 10
+                        times = (_sample if kept else _sample_rendered)(http, paths, count)
+                        p50, p95 = median(times) * 1000, percentile(times, 95) * 1000
+                        target = f"< {PAGE_P95_MS:.0f} ms" if kept else "(shown)"
+                        lines.append(f"| {label} | {len(times)} | {p50:.1f} ms | {p95:.1f} ms | {target} |")
+                        rows.append(
+                            Row(
+                                "catalog pages (gunicorn, PostgreSQL)",
+                                label,
+                                f"p50 {p50:.1f} ms, p95 {p95:.1f} ms",
+                                target=f"p95 < {PAGE_P95_MS:.0f} ms" if kept else "",
+                                ok=p95 < PAGE_P95_MS if kept else None,
+                            )
                         )
-                    )
         finally:
             registry.stop()
         cold = _graph_cold(registry.env, newest, repeat * 2)
@@ -155,8 +186,11 @@ def run(ctx: Context) -> list[Row]:
             f"Run {now()}{' (--quick)' if ctx.quick else ''}. Machine: {machine()}. PostgreSQL {postgres}.",
             "",
             f"{extensions:,} extensions x {versions} versions loaded as rows (bench/load_catalog_pages.py), "
-            "served by gunicorn (2 workers x 4 threads, embedded mode); sequential requests, each page warm; "
-            "the cold graph is computed in a process of its own with its graph cache cleared each time.",
+            "served by gunicorn (2 workers x 4 threads, embedded mode); sequential requests, each page warm "
+            "(as a busy site's are: after its first view a web process serves the page it keeps while its "
+            "ETag holds); the first views are each page rendered in its state (a new query parameter each "
+            "time), shown without a target; the cold graph is computed in a process of its own with its "
+            "graph cache cleared each time.",
             "",
             "| page | requests | p50 | p95 | target p95 |",
             "|---|---:|---:|---:|---|",

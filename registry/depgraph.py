@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -28,6 +26,7 @@ from extensions.errors import ExtensionError, ResolutionError
 from extensions.resolver import Candidate, Resolution
 from extensions.versions import SemVer
 from registry import pictures, resolution
+from registry.kept import Kept
 from registry.models import Extension
 from registry.models import Version as VersionRow
 
@@ -35,8 +34,7 @@ log = logging.getLogger(__name__)
 
 CACHE_SIZE = 512
 
-_lock = threading.Lock()
-_cache: OrderedDict[tuple[str, str], tuple[dict[str, str], VersionGraph]] = OrderedDict()
+_cache: Kept[tuple[str, str], tuple[dict[str, str], VersionGraph]] = Kept(CACHE_SIZE)
 
 
 class RecordingCatalogue:
@@ -92,14 +90,11 @@ def _state(name: str, version: str, etags: dict[str, str]) -> str:
 def version_graph(*, name: str, version: str) -> VersionGraph | None:
     """The graph of ``name`` ``version`` (its canonical text); None if there is no such version."""
     key = (name, version)
-    with _lock:
-        entry = _cache.get(key)
+    entry = _cache.get(key)
     if entry is not None:
         etags, graph = entry
         current = dict(Extension.objects.filter(name__in=list(etags)).values_list("name", "index_etag"))
         if all(current.get(n, "") == e for n, e in etags.items()):
-            with _lock:
-                _cache.move_to_end(key)
             return graph
     if not VersionRow.objects.filter(extension__name=name, canonical=version).exists():
         return None  # (cheaper than reading every name's ETag for a version that is not there)
@@ -107,18 +102,12 @@ def version_graph(*, name: str, version: str) -> VersionGraph | None:
     computed = _compute(name, version, catalogue)
     if computed is None:
         return None
-    graph = computed
-    with _lock:
-        _cache[key] = (catalogue.etags(), graph)
-        _cache.move_to_end(key)
-        while len(_cache) > CACHE_SIZE:
-            _cache.popitem(last=False)
-    return graph
+    _cache.put(key, (catalogue.etags(), computed))
+    return computed
 
 
 def clear_cache() -> None:
-    with _lock:
-        _cache.clear()
+    _cache.clear()
 
 
 def _root(name: str, version: str, catalogue: RecordingCatalogue) -> Candidate | None:

@@ -10,9 +10,8 @@ extension has few enough versions for that to be cheap."""
 from __future__ import annotations
 
 import functools
-import threading
 import uuid
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import date
@@ -44,6 +43,7 @@ from extensions.kinds import PLURAL, TYPES
 from extensions.names import NAME_RULE, is_valid_name, suggest_name
 from extensions.versions import Constraint, SemVer, runs_on
 from registry.errors import BadRequest, NotFound
+from registry.kept import Kept
 from registry.models import DailyDownloads, Dependency, Extension, Ownership, Provide, Version
 from registry.trust.models import TrustTarget
 
@@ -385,34 +385,25 @@ def extension_search(
     return Page(items=with_display_versions(page), total=total, limit=limit, offset=offset, facets=facet_counts)
 
 
-_facet_cache: OrderedDict[tuple[str, ...], tuple[int, Facets]] = OrderedDict()
-_facet_lock = threading.Lock()
+_facet_cache: Kept[tuple[str, ...], tuple[int, Facets]] = Kept(FACET_CACHE_ENTRIES)
 
 
 def _facets_cached(search: tuple[str | None, ...], compute: Callable[[], tuple[int, Facets]]) -> tuple[int, Facets]:
     """``compute()`` (the counts of `_facets` for ``search``, its filters) as of the catalog's
     current state (`catalog_state`), kept in this process for the FACET_CACHE_ENTRIES searches
-    asked last: a popular search counts its matches once per change of the catalog, not per page.
-    The bound is per process and an entry's key is its search, so requests can only push one
-    another's entries out, never grow the cache."""
+    asked last (`registry.kept`): a popular search counts its matches once per change of the
+    catalog, not per page."""
     key = (catalog_state(), *(part or "" for part in search))
-    with _facet_lock:
-        found = _facet_cache.get(key)
-        if found is not None:
-            _facet_cache.move_to_end(key)
-            return found
-    value = compute()
-    with _facet_lock:
-        _facet_cache[key] = value
-        while len(_facet_cache) > FACET_CACHE_ENTRIES:
-            _facet_cache.popitem(last=False)
-    return value
+    found = _facet_cache.get(key)
+    if found is None:
+        found = compute()
+        _facet_cache.put(key, found)
+    return found
 
 
 def forget_facets() -> None:
     """Drop this process's kept facets (tests begin with none)."""
-    with _facet_lock:
-        _facet_cache.clear()
+    _facet_cache.clear()
 
 
 def _facets(
@@ -594,7 +585,7 @@ def extension_owners(extension: Extension) -> list[str]:
 
 def catalog_fingerprint() -> str:
     """A value that changes whenever anything the catalog's listings show changes (a publish, a
-    yank, a download), read in one aggregate query: for ETags of the home and search pages."""
+    yank, a download), read in one aggregate query: part of `catalog_state`."""
     row = Extension.objects.aggregate(n=Count("id"), updated=Max("updated_at"), downloads=Sum("downloads"))
     updated = row["updated"].isoformat() if row["updated"] is not None else "-"
     return f"{row['n']}:{updated}:{row['downloads'] or 0}"
@@ -635,10 +626,17 @@ def _per_extension(query: QuerySet[Any], field: str, aggregate: Any) -> Subquery
     return Subquery(query.filter(**{field: OuterRef("pk")}).order_by().values(field).annotate(v=aggregate).values("v"))
 
 
+def _signed(aggregate: Any) -> Subquery:
+    """A scalar subquery: ``aggregate`` over the outer extension's targets in the signed index."""
+    targets = TrustTarget.objects.filter(extension=OuterRef("name")).order_by().values("extension")
+    return Subquery(targets.annotate(v=aggregate).values("v"))
+
+
 def extension_fingerprint(*, name: str) -> str | None:
     """A value that changes whenever the catalog pages of an extension or one of its versions
-    would change: its row (publishes and yanks rewrite it), its downloads, its owners, and the
-    extensions that depend on it; None when there is no such extension. One query, for ETags. It
+    would change: its row (publishes and yanks rewrite it), its downloads, its owners, the
+    extensions that depend on it, and its targets in the signed index (which a `trust init` or a
+    key rotation signs without touching the row); None when there is no such extension. One query, for ETags. It
     ends with ``:`` and the latest version's canonical text (``None`` when every version is yanked)."""
     if not is_valid_name(name):
         return None
@@ -652,6 +650,7 @@ def extension_fingerprint(*, name: str) -> str | None:
             dependents_updated=_per_extension(
                 Dependency.objects.all(), "extension", Max("version__extension__updated_at")
             ),
+            signed_n=_signed(Count("path")),
         )
         .values_list(
             "pk",
@@ -662,6 +661,7 @@ def extension_fingerprint(*, name: str) -> str | None:
             "dependents_n",
             "dependents_last",
             "dependents_updated",
+            "signed_n",
             "latest_version__canonical",
         )
         .first()

@@ -49,6 +49,7 @@ from registry.errors import (
     is_database_outage,
 )
 from registry.interface import interface_section
+from registry.kept import Kept
 from registry.models import Extension, Version
 from registry.provenance.selectors import provenance_card, provenance_of
 
@@ -160,6 +161,73 @@ def personal_headers(response: HttpResponseBase) -> HttpResponseBase:
         if header in response:
             del response[header]
     return response
+
+
+#: What each web process keeps of the anonymous catalog pages it rendered (`conditional_page`).
+KEPT_PAGES_BYTES = 32 * 1024 * 1024
+KEPT_PAGE_SECONDS = selectors.CATALOG_CACHE_SECONDS
+
+
+@dataclass(frozen=True)
+class _KeptPage:
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    content: bytes
+
+    def response(self) -> HttpResponse:
+        response = HttpResponse(self.content, status=self.status)
+        for header, value in self.headers:
+            response[header] = value
+        return response
+
+
+_kept_pages: Kept[tuple[str, str], _KeptPage] = Kept(
+    KEPT_PAGES_BYTES, ttl=KEPT_PAGE_SECONDS, getsizeof=lambda page: len(page.content) + 1024
+)
+
+EtagFunc = Callable[..., str | None]
+
+
+def conditional_page(etag_func: EtagFunc) -> Callable[[View], View]:
+    """`condition` with ``etag_func``, and the page kept in this process (`registry.kept`): an
+    anonymous GET whose ETag (the validator a client's If-None-Match is checked against: host,
+    path and the page's state) is that of a page rendered in the last KEPT_PAGE_SECONDS gets
+    those bytes without rendering them again. Pages for a logged-in user, pages that used the
+    CSRF token or set a cookie, and anything but a 200 are never kept."""
+
+    def decorator(view: View) -> View:
+        def remembered(request: HttpRequest, *args: Any, **kwargs: Any) -> str | None:
+            etag = etag_func(request, *args, **kwargs)
+            request.META["registry.catalog_etag"] = etag
+            return etag
+
+        @functools.wraps(view)
+        def keeping(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+            etag = request.META.get("registry.catalog_etag")
+            if etag is None or request.method != "GET" or is_personal(request):
+                return view(request, *args, **kwargs)
+            key = (request.get_full_path(), etag)
+            kept = _kept_pages.get(key)
+            if kept is not None:
+                return kept.response()
+            response = view(request, *args, **kwargs)
+            if (
+                isinstance(response, HttpResponse)
+                and response.status_code == 200
+                and not response.cookies
+                and not request.META.get("CSRF_COOKIE_NEEDS_UPDATE")
+            ):
+                _kept_pages.put(key, _KeptPage(200, tuple(response.items()), response.content))
+            return response
+
+        return condition(etag_func=remembered)(keeping)
+
+    return decorator
+
+
+def forget_pages() -> None:
+    """Drop the pages this process keeps (tests begin with none)."""
+    _kept_pages.clear()
 
 
 def not_found_page(
@@ -340,17 +408,17 @@ def _versions_table(extension: Extension) -> list[dict[str, Any]]:
 
 
 def _catalog_etag(request: HttpRequest) -> str:
-    return catalog_etag(request, request.get_full_path(), selectors.catalog_fingerprint())
+    return catalog_etag(request, request.get_full_path(), selectors.catalog_state())
 
 
 def _home_etag(request: HttpRequest) -> str:
     # the day too: "recently" and the charts' windows move with it
-    return catalog_etag(request, request.get_full_path(), selectors.catalog_fingerprint(), _today())
+    return catalog_etag(request, request.get_full_path(), selectors.catalog_state(), _today())
 
 
 @catalog_page
 @require_safe
-@condition(etag_func=_home_etag)
+@conditional_page(_home_etag)
 def home(request: HttpRequest) -> HttpResponse:
     """The front page: the search box, counts, the most downloaded and recently updated
     extensions, the latest publishes, and browsing by kind."""
@@ -502,7 +570,7 @@ def _facet_links(query: SearchQuery, facets: selectors.Facets) -> dict[str, list
 
 @catalog_page
 @require_safe
-@condition(etag_func=_catalog_etag)
+@conditional_page(_catalog_etag)
 def search(request: HttpRequest) -> HttpResponse:
     """Search results, ranked as the API ranks them (`selectors.extension_search`), with facets by
     type, keyword and category, a runtime compatibility filter, orders, and pages."""
@@ -685,7 +753,7 @@ def _extension_etag(request: HttpRequest, name: str, version: str | None = None)
 
 @catalog_page
 @require_safe
-@condition(etag_func=_extension_etag)
+@conditional_page(_extension_etag)
 def extension_page(request: HttpRequest, name: str) -> HttpResponse:
     """One extension: its latest version's metadata and README, every version, its downloads
     over time, the dependency graph of its latest version, and what depends on it."""
@@ -718,7 +786,7 @@ def extension_page(request: HttpRequest, name: str) -> HttpResponse:
 
 @catalog_page
 @require_safe
-@condition(etag_func=_extension_etag)
+@conditional_page(_extension_etag)
 def version_page(request: HttpRequest, name: str, version: str) -> HttpResponseBase:
     """One version: as the extension page, plus its files, provides, compatibility, build and
     trust (checksum, reproducibility, the signed index, provenance)."""

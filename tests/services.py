@@ -920,9 +920,10 @@ def _fresh_caches() -> None:
     the next."""
     from django.core.cache import caches
 
-    from registry import downloadcounts, selectors
+    from registry import downloadcounts, selectors, views
 
     for cache in caches.all(initialized_only=True):
         cache.clear()
     downloadcounts.discard_local()
     selectors.forget_facets()
+    views.forget_pages()

@@ -20,6 +20,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from registry import depgraph, downloadcounts, services, views
+from registry.kept import Kept
 from registry.models import Extension, Version
 from registry.tokens import Actor
 
@@ -233,6 +234,7 @@ def test_the_version_page_shows_checksum_reproducibility_and_the_signed_index(
     assert '<span class="badge badge-ok">covered</span>' in text
     assert '<span class="badge badge-ok">yes</span> <span class="muted">rebuilt: byte-identical</span>' in text
     Version.objects.update(reproducible=False, reproducible_note="")
+    views.forget_pages()  # (a row changed by hand, which nothing announces: kept pages last KEPT_PAGE_SECONDS)
     assert '<span class="badge status-failed">no</span>' in section(page(client, "/extensions/etcd/3.5.12/"), "trust")
 
 
@@ -300,8 +302,8 @@ def test_a_searchs_facets_are_counted_once_per_state_of_the_catalog_and_follow_e
     counted: list[tuple[Any, ...]] = []  # the filters of each count
     facets = selectors._facets
     monkeypatch.setattr(selectors, "_facets", lambda base, *filters: counted.append(filters) or facets(base, *filters))
-    for _ in range(3):
-        assert facet_counts(page(client, "/search?q=etcd"), "keywords-title") == {"consensus": 1, "kv": 1}
+    for sort in ("relevance", "name", "downloads"):  # three pages of one search
+        assert facet_counts(page(client, f"/search?q=etcd&sort={sort}"), "keywords-title") == {"consensus": 1, "kv": 1}
     assert len(counted) == 1  # the first request counted; the others used its counts
     publisher("etcd-operator", "1.0.0", keywords=("kv", "operators"))
     assert facet_counts(page(client, "/search?q=etcd"), "keywords-title") == {"consensus": 1, "kv": 2, "operators": 1}
@@ -309,13 +311,40 @@ def test_a_searchs_facets_are_counted_once_per_state_of_the_catalog_and_follow_e
     page(client, "/search?q=etcd")
     assert len(counted) == 3  # each change of the catalog counted again
     # Each process keeps the last FACET_CACHE_ENTRIES searches, however many different ones it is asked.
-    monkeypatch.setattr(selectors, "FACET_CACHE_ENTRIES", 4)
+    monkeypatch.setattr(selectors, "_facet_cache", Kept(4))
     for word in ("a", "b", "c", "d", "e", "f"):
         page(client, f"/search?q={word}")
     assert len(selectors._facet_cache) == 4
+    views.forget_pages()  # (the pages themselves are kept too: render them again)
     page(client, "/search?q=a")  # pushed out by the later ones: counted again
     page(client, "/search?q=f")  # still kept
     assert len(counted) == 3 + 6 + 1
+
+
+def test_an_anonymous_page_is_rendered_once_per_state_and_a_personal_one_never_kept(
+    client: Client, catalog: None, user: AbstractBaseUser, publisher: Publisher
+) -> None:
+    for url in ("/", "/search?q=etcd", "/extensions/etcd/", "/extensions/etcd/3.5.12/"):
+        first = client.get(url)
+        with CaptureQueriesContext(connection) as queries:
+            again = client.get(url)
+        assert again.content == first.content and again["ETag"] == first["ETag"]
+        assert again["Content-Type"] == first["Content-Type"] and "Content-Security-Policy" in again
+        assert len(queries) <= 2, (url, [q["sql"] for q in queries])  # the ETag's state, nothing rendered
+    # Any change of what a page shows is a new state: rendered again.
+    publisher("etcd", "3.6.0", keywords=("kv", "consensus"), categories=("databases",))
+    assert "3.6.0" in page(client, "/extensions/etcd/") and "3.6.0" in page(client, "/")
+    assert "This version is yanked" not in page(client, "/extensions/etcd/3.6.0/")
+    yank(user, "etcd", "3.6.0")
+    assert "This version is yanked" in page(client, "/extensions/etcd/3.6.0/")
+    # A logged-in owner's page (their name, their controls) is never kept, nor served to anyone else.
+    client.force_login(user)
+    personal = page(client, "/extensions/etcd/")
+    assert 'id="owner-controls"' in personal and 'class="account-user"' in personal
+    client.logout()
+    for _ in range(2):
+        anonymous = page(client, "/extensions/etcd/")
+        assert 'id="owner-controls"' not in anonymous and 'class="account-user"' not in anonymous
 
 
 def test_search_filters_by_runtime_compatibility(client: Client, catalog: None) -> None:
@@ -374,10 +403,13 @@ def test_a_commit_the_fingerprint_misses_is_announced_by_catalog_changed(client:
     from registry import selectors
 
     assert selectors.catalog_stats().yanked_versions == 0
+    etags = {url: client.get(url)["ETag"] for url in ("/", "/search?q=etcd")}
     Version.objects.filter(extension__name="etcd", canonical="3.5.9").update(yanked=True)  # no refresh
     assert selectors.catalog_stats().yanked_versions == 0  # one read per state: the cached one
+    assert {url: client.get(url)["ETag"] for url in etags} == etags
     selectors.catalog_changed()
     assert selectors.catalog_stats().yanked_versions == 1
+    assert all(client.get(url)["ETag"] != etag for url, etag in etags.items())  # pages are read again too
 
 
 def test_search_sorts_by_relevance_downloads_update_and_name(client: Client, catalog: None) -> None:
