@@ -31,7 +31,7 @@ How (one module per step):
 - `budget`: one wall-clock bound for all of it (``timeout``, default ``DEFAULT_TIMEOUT`` seconds),
   checked inside both searches, and a probe that stops the work when the caller has gone. Past it
   the answer is ``ResolutionTooComplex`` (``too_complex``) saying what was tried. Time spent
-  waiting for the catalogue's reads is not charged to it (they have bounds of their own).
+  waiting for the catalogue's reads is not charged to it, up to ``WAIT_ALLOWANCE`` times it.
 
 Every failure is a ``ResolutionError`` whose message is one line for people and whose ``details`` is
 a list of dicts with a ``reason`` (``conflict``, ``no_matching_version``, ``unknown``, ``excluded``,

@@ -710,6 +710,15 @@ def test_waiting_for_the_catalogue_is_not_charged_to_the_budget() -> None:
     assert time.monotonic() - started >= 0.5
 
 
+def test_waiting_is_spared_only_up_to_its_allowance() -> None:
+    # 12 reads at 0.05 s each: 0.6 s of waiting, more than 4 x a 0.1 s budget.
+    slow = SlowCatalogue(_chain(11, 3, "*"), 0.05)
+    started = time.monotonic()
+    error = failure(["n00"], slow, timeout=0.1)
+    assert error.code == "too_complex"
+    assert time.monotonic() - started < 0.1 * 5 + 0.2
+
+
 def test_the_work_itself_is_still_bounded_when_the_catalogue_is_slow() -> None:
     # The pigeonhole problem (no answer, exponentially long proofs) behind a slow catalogue.
     records = [
