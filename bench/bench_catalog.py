@@ -6,7 +6,7 @@
   runtime filter; browsing everything by downloads), extension pages and version pages of
   extensions picked at random (each page once warm, as a busy site's pages are);
 - the same pages on their first view in their state (rendered: a web process keeps an anonymous
-  page once rendered, `registry.views.conditional_page`), shown without a target;
+  page once rendered, `registry.views.conditional_page`), with the same target;
 - the version page of ``chain-00``, whose dependency graph is a closure of 30 extensions, warm
   (the per-process graph cache) and the graph itself cold in this process (resolution from parsed
   documents, layout, SVG: `registry.depgraph`, its cache cleared before each run).
@@ -133,8 +133,9 @@ def run(ctx: Context) -> list[Row]:
             "version page": [f"/extensions/{n}/1.{rng.randrange(versions)}.0/" for n in names],
             "version page, 30-extension graph (warm)": [f"/extensions/chain-00/{newest}/"],
         }
-        # The first view of a page in its state (rendered, not kept yet): what the pages cost
-        # before a process keeps them, shown without a target.
+        # The first view of a page in its state (rendered, not kept yet): what a page costs before
+        # a process keeps it, and every time its state changes (a download flush changes the
+        # home, search and extension pages' state every few seconds on a busy site).
         rendered = {
             "home, first view": ["/"],
             "search with facets, first view": scenarios["search with facets"],
@@ -151,15 +152,15 @@ def run(ctx: Context) -> list[Row]:
                         count = repeat if len(paths) > 1 else repeat * 10
                         times = (_sample if kept else _sample_rendered)(http, paths, count)
                         p50, p95 = median(times) * 1000, percentile(times, 95) * 1000
-                        target = f"< {PAGE_P95_MS:.0f} ms" if kept else "(shown)"
-                        lines.append(f"| {label} | {len(times)} | {p50:.1f} ms | {p95:.1f} ms | {target} |")
+                        shown = f"{p50:.1f} ms | {p95:.1f} ms"
+                        lines.append(f"| {label} | {len(times)} | {shown} | < {PAGE_P95_MS:.0f} ms |")
                         rows.append(
                             Row(
                                 "catalog pages (gunicorn, PostgreSQL)",
                                 label,
                                 f"p50 {p50:.1f} ms, p95 {p95:.1f} ms",
-                                target=f"p95 < {PAGE_P95_MS:.0f} ms" if kept else "",
-                                ok=p95 < PAGE_P95_MS if kept else None,
+                                target=f"p95 < {PAGE_P95_MS:.0f} ms",
+                                ok=p95 < PAGE_P95_MS,
                             )
                         )
         finally:
@@ -187,10 +188,11 @@ def run(ctx: Context) -> list[Row]:
             "",
             f"{extensions:,} extensions x {versions} versions loaded as rows (bench/load_catalog_pages.py), "
             "served by gunicorn (2 workers x 4 threads, embedded mode); sequential requests, each page warm "
-            "(as a busy site's are: after its first view a web process serves the page it keeps while its "
-            "ETag holds); the first views are each page rendered in its state (a new query parameter each "
-            "time), shown without a target; the cold graph is computed in a process of its own with its "
-            "graph cache cleared each time.",
+            "(after its first view a web process serves the page it keeps while its ETag holds); the first "
+            "views are each page rendered in its state (a new query parameter each time), as every page is "
+            "after a change of its state (downloads change the home, search and extension pages' state every "
+            "few seconds on a busy site); the cold graph is computed in a process of its own with its graph "
+            "cache cleared each time.",
             "",
             "| page | requests | p50 | p95 | target p95 |",
             "|---|---:|---:|---:|---|",

@@ -635,8 +635,8 @@ def _signed(aggregate: Any) -> Subquery:
 def extension_fingerprint(*, name: str) -> str | None:
     """A value that changes whenever the catalog pages of an extension or one of its versions
     would change: its row (publishes and yanks rewrite it), its downloads, its owners, the
-    extensions that depend on it, and its targets in the signed index (which a `trust init` or a
-    key rotation signs without touching the row); None when there is no such extension. One query, for ETags. It
+    extensions that depend on it, and its targets in the signed index (which `trust init` signs
+    without touching the row); None when there is no such extension. One query, for ETags. It
     ends with ``:`` and the latest version's canonical text (``None`` when every version is yanked)."""
     if not is_valid_name(name):
         return None

@@ -163,6 +163,8 @@ def personal_headers(response: HttpResponseBase) -> HttpResponseBase:
     return response
 
 
+View = Callable[..., HttpResponseBase]
+
 #: What each web process keeps of the anonymous catalog pages it rendered (`conditional_page`).
 KEPT_PAGES_BYTES = 32 * 1024 * 1024
 KEPT_PAGE_SECONDS = selectors.CATALOG_CACHE_SECONDS
@@ -173,6 +175,7 @@ class _KeptPage:
     status: int
     headers: tuple[tuple[str, str], ...]
     content: bytes
+    weight: int  # bytes held: the content, the headers and the key's path
 
     def response(self) -> HttpResponse:
         response = HttpResponse(self.content, status=self.status)
@@ -182,7 +185,7 @@ class _KeptPage:
 
 
 _kept_pages: Kept[tuple[str, str], _KeptPage] = Kept(
-    KEPT_PAGES_BYTES, ttl=KEPT_PAGE_SECONDS, getsizeof=lambda page: len(page.content) + 1024
+    KEPT_PAGES_BYTES, ttl=KEPT_PAGE_SECONDS, getsizeof=lambda page: page.weight
 )
 
 EtagFunc = Callable[..., str | None]
@@ -217,7 +220,9 @@ def conditional_page(etag_func: EtagFunc) -> Callable[[View], View]:
                 and not response.cookies
                 and not request.META.get("CSRF_COOKIE_NEEDS_UPDATE")
             ):
-                _kept_pages.put(key, _KeptPage(200, tuple(response.items()), response.content))
+                headers = tuple(response.items())
+                weight = len(response.content) + sum(len(h) + len(v) for h, v in headers) + len(key[0]) + 256
+                _kept_pages.put(key, _KeptPage(200, headers, response.content, weight))
             return response
 
         return condition(etag_func=remembered)(keeping)
@@ -253,9 +258,6 @@ def not_found_page(
     if is_personal(request):
         personal_headers(response)
     return response
-
-
-View = Callable[..., HttpResponseBase]
 
 
 def _without_suggestions(error: NotFound | BadRequest) -> tuple[str, list[str]]:

@@ -29,6 +29,7 @@ from extensions.provenance import resign
 from registry.models import Extension, Version
 from registry.provenance import records
 from registry.provenance.models import Provenance
+from registry.selectors import catalog_changed
 from registry.trust import repository
 
 log = logging.getLogger(__name__)
@@ -62,8 +63,13 @@ class KeyChange:
 
 
 def _record_all() -> list[str]:
-    extensions = Extension.objects.filter(versions__provenance__isnull=False).distinct().order_by("name")
-    return repository.record_extensions(list(extensions), registry=True)
+    """Sign every extension's statements into the signed index. Their pages show the new
+    signatures: the rows are touched, so the pages' ETags change (`selectors.extension_fingerprint`),
+    and the catalog's state with them."""
+    extensions = list(Extension.objects.filter(versions__provenance__isnull=False).distinct().order_by("name"))
+    Extension.objects.filter(pk__in=[e.pk for e in extensions]).update(updated_at=timezone.now())
+    transaction.on_commit(catalog_changed)
+    return repository.record_extensions(extensions, registry=True)
 
 
 def key_ensure() -> KeyChange | None:

@@ -329,7 +329,7 @@ def test_an_anonymous_page_is_rendered_once_per_state_and_a_personal_one_never_k
         with CaptureQueriesContext(connection) as queries:
             again = client.get(url)
         assert again.content == first.content and again["ETag"] == first["ETag"]
-        assert again["Content-Type"] == first["Content-Type"] and "Content-Security-Policy" in again
+        assert again["Content-Type"] == first["Content-Type"]
         assert len(queries) <= 2, (url, [q["sql"] for q in queries])  # the ETag's state, nothing rendered
     # Any change of what a page shows is a new state: rendered again.
     publisher("etcd", "3.6.0", keywords=("kv", "consensus"), categories=("databases",))

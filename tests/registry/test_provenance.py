@@ -282,9 +282,14 @@ def test_rotating_the_provenance_key_signs_every_statement_again(
     old = current_key()
     old_file = signed / "provenance" / f"{old.keyid}.pem"
     assert old_file.exists()
+    page = client.get("/extensions/etcd/3.5.9/")
+    assert f"Signed by key <code>{old.keyid}</code>" in page.content.decode()
     call_command("trust", "rotate", "provenance")
     new = current_key()
     assert new.keyid != old.keyid and not old_file.exists()
+    # The version page shows the new key at once: to a new reader, and as a new ETag to a cache.
+    again = client.get("/extensions/etcd/3.5.9/", HTTP_IF_NONE_MATCH=page["ETag"])
+    assert again.status_code == 200 and f"Signed by key <code>{new.keyid}</code>" in again.content.decode()
     after, same = fetched(client, "etcd", "3.5.9")
     assert same == statement and after != before  # the same statement, signed again
     sha256 = Version.objects.get(version="3.5.9").sha256
