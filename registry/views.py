@@ -172,13 +172,14 @@ KEPT_PAGE_SECONDS = selectors.CATALOG_CACHE_SECONDS
 
 @dataclass(frozen=True)
 class _KeptPage:
-    status: int
+    """A 200 as its view answered it (the only status kept)."""
+
     headers: tuple[tuple[str, str], ...]
     content: bytes
     weight: int  # bytes held: the content, the headers and the key's path
 
     def response(self) -> HttpResponse:
-        response = HttpResponse(self.content, status=self.status)
+        response = HttpResponse(self.content)
         for header, value in self.headers:
             response[header] = value
         return response
@@ -222,7 +223,7 @@ def conditional_page(etag_func: EtagFunc) -> Callable[[View], View]:
             ):
                 headers = tuple(response.items())
                 weight = len(response.content) + sum(len(h) + len(v) for h, v in headers) + len(key[0]) + 256
-                _kept_pages.put(key, _KeptPage(200, headers, response.content, weight))
+                _kept_pages.put(key, _KeptPage(headers, response.content, weight))
             return response
 
         return condition(etag_func=remembered)(keeping)
