@@ -10,6 +10,7 @@ extension has few enough versions for that to be cheap."""
 from __future__ import annotations
 
 import functools
+import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -18,6 +19,7 @@ from datetime import date
 from typing import Any, TypeVar, cast
 
 from django.core.cache import cache
+from django.core.signals import request_finished, request_started
 from django.db import connection
 from django.db.models import (
     Case,
@@ -591,12 +593,37 @@ def catalog_fingerprint() -> str:
     return f"{row['n']}:{updated}:{row['downloads'] or 0}"
 
 
+_this_request = threading.local()  # .state: the catalog's state as this thread's request read it
+
+
 def catalog_state() -> str:
-    """The catalog's state for what is kept of it (`catalog_cached`, the search facets): its
-    fingerprint and the generation `catalog_changed` sets after every commit that changes it (a
-    commit can land after a later-stamped one, which the fingerprint alone would miss). Read it
-    before computing what is kept, so that a value is never older than its state."""
-    return f"{catalog_fingerprint()}|{cache.get(CATALOG_GENERATION_KEY, '')}"
+    """The catalog's state for what is kept of it (`catalog_cached`, the search facets, the home
+    and search pages' ETags): its fingerprint and the generation `catalog_changed` sets after every
+    commit that changes it (a commit can land after a later-stamped one, which the fingerprint
+    alone would miss). Read it before computing what is kept, so that a value is never older than
+    its state. Within one web request it is read once (the page's ETag and what the page reads
+    share it): forgotten when a request starts and ends and after `catalog_changed`; outside a
+    request (tasks, commands) it is read every time."""
+    memo = getattr(_this_request, "memo", None)
+    if memo is not None and "state" in memo:
+        return str(memo["state"])
+    state = f"{catalog_fingerprint()}|{cache.get(CATALOG_GENERATION_KEY, '')}"
+    if memo is not None:
+        memo["state"] = state
+    return state
+
+
+def _request_started(**_: Any) -> None:
+    _this_request.memo = {}
+
+
+def forget_catalog_state(**_: Any) -> None:
+    """This thread reads the catalog's state anew each time: its request ended (or a test begins)."""
+    _this_request.memo = None
+
+
+request_started.connect(_request_started, dispatch_uid="registry.selectors.catalog_state")
+request_finished.connect(forget_catalog_state, dispatch_uid="registry.selectors.catalog_state")
 
 
 def catalog_cached(name: str, compute: Callable[[], T]) -> T:
@@ -618,6 +645,9 @@ def catalog_changed() -> None:
     """A commit changed the catalog (a publish, a yank or unyank, a download flush): aggregates
     cached by `catalog_cached` and the search facets are read again. Called on commit."""
     cache.set(CATALOG_GENERATION_KEY, uuid.uuid4().hex, timeout=None)
+    memo = getattr(_this_request, "memo", None)
+    if memo is not None:
+        memo.pop("state", None)
 
 
 def _per_extension(query: QuerySet[Any], field: str, aggregate: Any) -> Subquery:

@@ -926,4 +926,5 @@ def _fresh_caches() -> None:
         cache.clear()
     downloadcounts.discard_local()
     selectors.forget_facets()
+    selectors.forget_catalog_state()
     views.forget_pages()

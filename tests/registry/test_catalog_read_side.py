@@ -347,6 +347,23 @@ def test_an_anonymous_page_is_rendered_once_per_state_and_a_personal_one_never_k
         assert 'id="owner-controls"' not in anonymous and 'class="account-user"' not in anonymous
 
 
+def test_a_rendered_page_reads_the_catalogs_state_once(client: Client, catalog: None, publisher: Publisher) -> None:
+    """The ETag and what the page keeps (the home page's counts, the runtime filter's constraints,
+    the facets) share one read of the catalog's fingerprint; a change within the request is seen."""
+
+    def fingerprints(url: str) -> int:
+        views.forget_pages()
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get(url).status_code == 200
+        return sum('SUM("registry_extension"."downloads")' in q["sql"] for q in queries)
+
+    for url in ("/", "/search?q=etcd&runtime=1.4.0"):
+        assert fingerprints(url) == 1, url
+        publisher("redis", "7.2.0" if url == "/" else "7.2.1")  # a new state: read once again
+        assert fingerprints(url) == 1, url
+    assert "redis" in page(client, "/") and "redis" in page(client, "/search?q=redis&runtime=1.4.0")
+
+
 def test_search_filters_by_runtime_compatibility(client: Client, catalog: None) -> None:
     assert result_names(page(client, "/search?runtime=1.4.0")) == ["containerd", "etcd", "kubernetes"]
     assert result_names(page(client, "/search?runtime=2.1.0")) == ["aws", "containerd", "etcd", "kubernetes"]
