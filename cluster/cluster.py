@@ -581,6 +581,8 @@ class Cluster:
     # --- web nodes ---------------------------------------------------------------------------------
 
     def web_start(self, role: str, *, wait: bool = True) -> None:
+        from tests.nginx import GUNICORN_KEEP_ALIVE
+
         command = [
             sys.executable,
             "-m",
@@ -598,6 +600,8 @@ class Cluster:
             "120",
             "--graceful-timeout",
             "10",
+            "--keep-alive",
+            str(GUNICORN_KEEP_ALIVE),
             "--name",
             f"registry-{role}",
         ]
@@ -765,6 +769,15 @@ class Cluster:
 
     def nginx_access_log(self) -> Path:
         return self.directory / "nginx" / "access.log"
+
+    def nginx_errors(self, limit: int = 20) -> str:
+        """The last ``limit`` errors and warnings nginx logged (not its notes that a large answer
+        was buffered to a file): why it answered 502 or 504, when it did."""
+        path = self.directory / "nginx" / "error.log"
+        if not path.exists():
+            return ""
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        return "\n".join([line for line in lines if "buffered to a temporary file" not in line][-limit:])
 
     # --- waiting for the builds -------------------------------------------------------------------
 

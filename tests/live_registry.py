@@ -27,6 +27,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.nginx import GUNICORN_KEEP_ALIVE
 from tests.services import BASE_DIR, HOST, die_with_parent, free_port
 
 EXAMPLES = [str(BASE_DIR / "extensions" / kind) for kind in ("providers", "taskservs", "clusters")]
@@ -106,7 +107,7 @@ class LiveRegistry:
         command = [
             sys.executable, "-m", "gunicorn", "registry.wsgi", "--bind", f"{HOST}:{self.port}",
             "--workers", str(workers), "--threads", str(threads), "--worker-class", "gthread",
-            "--timeout", "120", "--graceful-timeout", "5",
+            "--timeout", "120", "--graceful-timeout", "5", "--keep-alive", str(GUNICORN_KEEP_ALIVE),
         ]  # fmt: skip
         with self.log.open("ab") as output:
             # Its own process group (stop() signals master and workers at once), and SIGTERM when

@@ -30,6 +30,11 @@ from pathlib import Path
 from tests.services import BASE_DIR, HOST, stop_process_group
 
 DEPLOY_DOC = BASE_DIR / "docs" / "deploy.md"
+# gunicorn's --keep-alive behind nginx, as docs/deploy.md runs it: longer than nginx's
+# keepalive_timeout for its upstream connections, so that nginx closes an idle one first (the other
+# way round, a request nginx sends as gunicorn closes gets a 502).
+GUNICORN_KEEP_ALIVE = 75
+
 # The placeholders of docs/deploy.md's nginx configuration.
 DOC_LISTEN = "listen 80;"
 DOC_UPSTREAM = "127.0.0.1:8000"

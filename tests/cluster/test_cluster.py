@@ -118,7 +118,8 @@ def test_fifty_clients_for_sixty_seconds_lose_nothing_and_get_no_5xx(
     print(result.summary())  # the figures, for the log (speed is measured in `make bench`)
 
     assert set(result.kinds()) == {"index", "resolve", "download", "oci", "tuf", "publish"}
-    assert result.failures() == []  # no 5xx, and every request answered within its timeout
+    failures = result.failures()  # no 5xx, and every request answered within its timeout
+    assert failures == [], f"{len(failures)} failed; what nginx logged:\n{cluster.nginx_errors()}"
     assert all(o.status in (200, 202) for o in result.outcomes), result.statuses()
     assert result.mismatches == []
     assert result.unfinished() == [] and result.lost() == []

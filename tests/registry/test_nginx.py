@@ -6,6 +6,8 @@ everything else (unknown names, other methods, conditional requests) to the regi
 from __future__ import annotations
 
 import hashlib
+import re
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +18,7 @@ import pytest
 
 from tests.conftest import require
 from tests.live_registry import LiveRegistry
-from tests.nginx import Nginx, deploy_server_block, nginx_binary
+from tests.nginx import GUNICORN_KEEP_ALIVE, Nginx, deploy_server_block, nginx_binary
 from tests.services import BASE_DIR, HOST, free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("live")]
@@ -122,3 +124,25 @@ def test_the_static_index_follows_a_publish(deployed: tuple[LiveRegistry, str], 
     static = httpx.get(f"{url}/api/v1/index/nginx-probe", timeout=10)
     assert static.status_code == 200
     assert static.content == httpx.get(f"{registry.url}/api/v1/index/nginx-probe", timeout=10).content
+
+
+def test_gunicorn_outlasts_nginx_on_idle_upstream_connections(deployed: tuple[LiveRegistry, str]) -> None:
+    """nginx must close an idle upstream connection before gunicorn does: otherwise gunicorn
+    closes one just as nginx sends the next request on it, and nginx answers a POST with 502 and
+    takes the node out of rotation (what the cluster's load test once met)."""
+    text = (BASE_DIR / "docs" / "deploy.md").read_text(encoding="utf-8")
+    [command] = [line for line in text.splitlines() if line.startswith("gunicorn registry.wsgi")]
+    assert re.search(rf"--keep-alive {GUNICORN_KEEP_ALIVE}\b", command), command
+    nginx_timeouts = [int(s) for s in re.findall(r"^\s*keepalive_timeout (\d+)s;", text, re.MULTILINE)]
+    assert len(nginx_timeouts) == text.count("upstream registry {") >= 2
+    assert all(seconds < GUNICORN_KEEP_ALIVE for seconds in nginx_timeouts)
+
+    # And the registry as the tests run it keeps an idle connection past gunicorn's default 2 s.
+    registry, _ = deployed
+    with socket.create_connection((HOST, registry.port), timeout=10) as conn:
+        request = f"GET /healthz HTTP/1.1\r\nHost: {HOST}\r\n\r\n".encode()
+        for _ in range(2):
+            conn.sendall(request)
+            answer = conn.recv(65536)
+            assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+            time.sleep(3)
