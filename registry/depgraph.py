@@ -20,12 +20,13 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from django.template.loader import render_to_string
 from django.urls import reverse
 
 from extensions.errors import ExtensionError, ResolutionError
 from extensions.resolver import Candidate, Resolution
 from extensions.versions import SemVer
-from registry import pictures, resolution
+from registry import pictures, resolution, thisrequest
 from registry.kept import Kept
 from registry.models import Extension
 from registry.models import Version as VersionRow
@@ -33,6 +34,7 @@ from registry.models import Version as VersionRow
 log = logging.getLogger(__name__)
 
 CACHE_SIZE = 512
+STEPS_TEMPLATE = "catalog/_graph_steps.html"
 
 _cache: Kept[tuple[str, str], tuple[dict[str, str], VersionGraph]] = Kept(CACHE_SIZE)
 
@@ -70,6 +72,7 @@ class Step:
 class VersionGraph:
     svg: str
     steps: list[Step]
+    steps_html: str  # the steps as the page lists them (catalog/_graph_steps.html), escaped
     resolved: bool  # False: resolution failed, the picture shows what was asked
     problem: str  # the resolver's message when it failed
     dropped: int  # nodes beyond pictures.MAX_NODES, not drawn
@@ -88,7 +91,12 @@ def _state(name: str, version: str, etags: dict[str, str]) -> str:
 
 
 def version_graph(*, name: str, version: str) -> VersionGraph | None:
-    """The graph of ``name`` ``version`` (its canonical text); None if there is no such version."""
+    """The graph of ``name`` ``version`` (its canonical text); None if there is no such version.
+    Read once per web request (the page's ETag and the page share it: registry.thisrequest)."""
+    return thisrequest.remembered(("depgraph", name, version), lambda: _version_graph(name, version))
+
+
+def _version_graph(name: str, version: str) -> VersionGraph | None:
     key = (name, version)
     entry = _cache.get(key)
     if entry is not None:
@@ -216,6 +224,9 @@ def _graph(
     return VersionGraph(
         svg=svg,
         steps=steps,
+        # Rendered once per graph, not on every page that shows it (a large graph's list is most
+        # of a page's rendering time); it takes nothing from the request.
+        steps_html=render_to_string(STEPS_TEMPLATE, {"steps": steps}),
         resolved=resolved,
         problem=problem,
         dropped=max(0, len(nodes) - pictures.MAX_NODES),

@@ -10,7 +10,6 @@ extension has few enough versions for that to be cheap."""
 from __future__ import annotations
 
 import functools
-import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -19,7 +18,6 @@ from datetime import date
 from typing import Any, TypeVar, cast
 
 from django.core.cache import cache
-from django.core.signals import request_finished, request_started
 from django.db import connection
 from django.db.models import (
     Case,
@@ -44,6 +42,7 @@ from extensions.errors import ExtensionError, VersionError
 from extensions.kinds import PLURAL, TYPES
 from extensions.names import NAME_RULE, is_valid_name, suggest_name
 from extensions.versions import Constraint, SemVer, runs_on
+from registry import thisrequest
 from registry.errors import BadRequest, NotFound
 from registry.kept import Kept
 from registry.models import DailyDownloads, Dependency, Extension, Ownership, Provide, Version
@@ -139,7 +138,8 @@ def extension_get(*, name: str, with_readme: bool = False) -> Extension:
     manifest (and its README ``with_readme``)."""
     check_name(name)
     extension = (
-        Extension.objects.select_related("latest_version")
+        # (the publisher of the latest version: the pages name them)
+        Extension.objects.select_related("latest_version", "latest_version__published_by")
         # the latest version's manifest describes the extension; its README only the page shows
         .defer(*_deferred("latest_version__", keep=("manifest", "readme_html") if with_readme else ("manifest",)))
         .prefetch_related(
@@ -454,10 +454,12 @@ def with_display_versions(extensions: list[Extension]) -> list[tuple[Extension, 
 # --- dependents -----------------------------------------------------------------------------------
 
 
-def extension_dependents(*, name: str, limit: int = 20, offset: int = 0) -> Page:
+def extension_dependents(*, name: str, limit: int = 20, offset: int = 0, target: Extension | None = None) -> Page:
     """The extensions that have a version depending on ``name``, by name; each item is
-    ``(extension, [(version, dependency row), ...newest first])``."""
-    target = Extension.objects.filter(name=check_name(name)).first()
+    ``(extension, [(version, dependency row), ...newest first])``. ``target``: the extension
+    ``name``, when the caller has it already."""
+    if target is None or target.name != name:
+        target = Extension.objects.filter(name=check_name(name)).first()
     if target is None:
         raise unknown_extension(name)
     dependents = (
@@ -567,7 +569,10 @@ def package_signed(version: Version) -> bool:
 
 
 def version_dependencies(version: Version) -> list[Dependency]:
-    """The extension dependencies of a version, by name, with the depended-on extensions loaded."""
+    """The extension dependencies of a version, by name, with the depended-on extensions loaded
+    (those `version_get` prefetched, when it did)."""
+    if "dependencies" in getattr(version, "_prefetched_objects_cache", {}):
+        return sorted(version.dependencies.all(), key=lambda d: d.extension.name)
     return list(Dependency.objects.filter(version=version).select_related("extension").order_by("extension__name"))
 
 
@@ -593,7 +598,7 @@ def catalog_fingerprint() -> str:
     return f"{row['n']}:{updated}:{row['downloads'] or 0}"
 
 
-_this_request = threading.local()  # .state: the catalog's state as this thread's request read it
+CATALOG_STATE = "catalog_state"  # its key in registry.thisrequest
 
 
 def catalog_state() -> str:
@@ -602,28 +607,10 @@ def catalog_state() -> str:
     commit that changes it (a commit can land after a later-stamped one, which the fingerprint
     alone would miss). Read it before computing what is kept, so that a value is never older than
     its state. Within one web request it is read once (the page's ETag and what the page reads
-    share it): forgotten when a request starts and ends and after `catalog_changed`; outside a
-    request (tasks, commands) it is read every time."""
-    memo = getattr(_this_request, "memo", None)
-    if memo is not None and "state" in memo:
-        return str(memo["state"])
-    state = f"{catalog_fingerprint()}|{cache.get(CATALOG_GENERATION_KEY, '')}"
-    if memo is not None:
-        memo["state"] = state
-    return state
-
-
-def _request_started(**_: Any) -> None:
-    _this_request.memo = {}
-
-
-def forget_catalog_state(**_: Any) -> None:
-    """This thread reads the catalog's state anew each time: its request ended (or a test begins)."""
-    _this_request.memo = None
-
-
-request_started.connect(_request_started, dispatch_uid="registry.selectors.catalog_state")
-request_finished.connect(forget_catalog_state, dispatch_uid="registry.selectors.catalog_state")
+    share it, registry.thisrequest), and anew after `catalog_changed`."""
+    return thisrequest.remembered(
+        CATALOG_STATE, lambda: f"{catalog_fingerprint()}|{cache.get(CATALOG_GENERATION_KEY, '')}"
+    )
 
 
 def catalog_cached(name: str, compute: Callable[[], T]) -> T:
@@ -645,9 +632,7 @@ def catalog_changed() -> None:
     """A commit changed the catalog (a publish, a yank or unyank, a download flush): aggregates
     cached by `catalog_cached` and the search facets are read again. Called on commit."""
     cache.set(CATALOG_GENERATION_KEY, uuid.uuid4().hex, timeout=None)
-    memo = getattr(_this_request, "memo", None)
-    if memo is not None:
-        memo.pop("state", None)
+    thisrequest.forget(CATALOG_STATE)
 
 
 def _per_extension(query: QuerySet[Any], field: str, aggregate: Any) -> Subquery:

@@ -695,7 +695,8 @@ def _graph(extension: Extension, version: Version | None) -> dict[str, Any] | No
     graph = depgraph.version_graph(name=extension.name, version=version.canonical)
     if graph is None:
         return None
-    return {"graph": graph, "svg": mark_safe(graph.svg)}  # noqa: S308 - escaped by registry.pictures
+    # The picture is escaped by registry.pictures, the steps by the template they were rendered with.
+    return {"graph": graph, "svg": mark_safe(graph.svg), "steps": mark_safe(graph.steps_html)}  # noqa: S308
 
 
 def version_provenance(version: Version) -> Mapping[str, Any] | None:
@@ -763,7 +764,7 @@ def extension_page(request: HttpRequest, name: str) -> HttpResponse:
     extension = selectors.extension_get(name=name, with_readme=True)
     display = selectors.display_version(extension)
     shown = _version_view(extension, display) if display is not None else None
-    dependents = selectors.extension_dependents(name=name, limit=MAX_DEPENDENTS_SHOWN)
+    dependents = selectors.extension_dependents(name=name, limit=MAX_DEPENDENTS_SHOWN, target=extension)
     context = {
         "extension": extension,
         "latest": extension.latest_version,

@@ -920,11 +920,11 @@ def _fresh_caches() -> None:
     the next."""
     from django.core.cache import caches
 
-    from registry import downloadcounts, selectors, views
+    from registry import downloadcounts, selectors, thisrequest, views
 
     for cache in caches.all(initialized_only=True):
         cache.clear()
     downloadcounts.discard_local()
     selectors.forget_facets()
-    selectors.forget_catalog_state()
+    thisrequest.end()
     views.forget_pages()
