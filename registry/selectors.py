@@ -569,11 +569,14 @@ def package_signed(version: Version) -> bool:
 
 
 def version_dependencies(version: Version) -> list[Dependency]:
-    """The extension dependencies of a version, by name, with the depended-on extensions loaded
-    (those `version_get` prefetched, when it did)."""
+    """The extension dependencies of a version, by name (sorted here, by code point, whatever the
+    database's collation), with the depended-on extensions loaded (those `version_get`
+    prefetched, when it did)."""
     if "dependencies" in getattr(version, "_prefetched_objects_cache", {}):
-        return sorted(version.dependencies.all(), key=lambda d: d.extension.name)
-    return list(Dependency.objects.filter(version=version).select_related("extension").order_by("extension__name"))
+        rows = list(version.dependencies.all())
+    else:
+        rows = list(Dependency.objects.filter(version=version).select_related("extension"))
+    return sorted(rows, key=lambda d: d.extension.name)
 
 
 def version_provides(version: Version | None) -> dict[str, list[str]]:
@@ -632,7 +635,7 @@ def catalog_changed() -> None:
     """A commit changed the catalog (a publish, a yank or unyank, a download flush): aggregates
     cached by `catalog_cached` and the search facets are read again. Called on commit."""
     cache.set(CATALOG_GENERATION_KEY, uuid.uuid4().hex, timeout=None)
-    thisrequest.forget(CATALOG_STATE)
+    thisrequest.forget()  # the catalog's state and whatever this request read with it
 
 
 def _per_extension(query: QuerySet[Any], field: str, aggregate: Any) -> Subquery:

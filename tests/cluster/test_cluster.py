@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from pathlib import Path
 
 import httpx
@@ -86,6 +87,13 @@ def test_what_node_1_publishes_node_2_serves_and_the_client_verifies(
     through_nginx = httpx.get(f"{cluster.url}/api/v1/index/spread", timeout=10)
     assert through_nginx.status_code == 200
     assert [v["sha256"] for v in through_nginx.json()["data"]["versions"]] == [entry["sha256"]]
+    # Also for a document it holds already: the first read a second after the publish sees it.
+    newer = package(tmp_path / "pkg2", "spread", "1.0.1", dependencies=["containerd ^1.7"])
+    published = run(capsys, "--registry", node1, "--token", token, "extension", "publish", newer, "--wait")
+    assert published.code == 0, published.err
+    time.sleep(1.5)
+    through_nginx = httpx.get(f"{cluster.url}/api/v1/index/spread", timeout=10)
+    assert [v["version"] for v in through_nginx.json()["data"]["versions"]] == ["1.0.0", "1.0.1"]
 
 
 def test_builds_run_on_whichever_worker_claims_them(cluster: Cluster, token: str, tmp_path: Path) -> None:

@@ -6,8 +6,8 @@ everything else (unknown names, other methods, conditional requests) to the regi
 from __future__ import annotations
 
 import hashlib
+import http.client
 import re
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -139,10 +139,12 @@ def test_gunicorn_outlasts_nginx_on_idle_upstream_connections(deployed: tuple[Li
 
     # And the registry as the tests run it keeps an idle connection past gunicorn's default 2 s.
     registry, _ = deployed
-    with socket.create_connection((HOST, registry.port), timeout=10) as conn:
-        request = f"GET /healthz HTTP/1.1\r\nHost: {HOST}\r\n\r\n".encode()
-        for _ in range(2):
-            conn.sendall(request)
-            answer = conn.recv(65536)
-            assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
-            time.sleep(3)
+    conn = http.client.HTTPConnection(HOST, registry.port, timeout=10)
+    try:
+        conn.request("GET", "/healthz")
+        assert conn.getresponse().read() and conn.sock is not None
+        time.sleep(3)
+        conn.request("GET", "/healthz")  # RemoteDisconnected if gunicorn closed it meanwhile
+        assert conn.getresponse().status == 200
+    finally:
+        conn.close()
