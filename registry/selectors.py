@@ -601,9 +601,6 @@ def catalog_fingerprint() -> str:
     return f"{row['n']}:{updated}:{row['downloads'] or 0}"
 
 
-CATALOG_STATE = "catalog_state"  # its key in registry.thisrequest
-
-
 def catalog_state() -> str:
     """The catalog's state for what is kept of it (`catalog_cached`, the search facets, the home
     and search pages' ETags): its fingerprint and the generation `catalog_changed` sets after every
@@ -612,7 +609,7 @@ def catalog_state() -> str:
     its state. Within one web request it is read once (the page's ETag and what the page reads
     share it, registry.thisrequest), and anew after `catalog_changed`."""
     return thisrequest.remembered(
-        CATALOG_STATE, lambda: f"{catalog_fingerprint()}|{cache.get(CATALOG_GENERATION_KEY, '')}"
+        "catalog_state", lambda: f"{catalog_fingerprint()}|{cache.get(CATALOG_GENERATION_KEY, '')}"
     )
 
 
@@ -638,16 +635,11 @@ def catalog_changed() -> None:
     thisrequest.forget()  # the catalog's state and whatever this request read with it
 
 
-def _per_extension(query: QuerySet[Any], field: str, aggregate: Any) -> Subquery:
+def _per_extension(query: QuerySet[Any], field: str, aggregate: Any, *, outer: str = "pk") -> Subquery:
     """A scalar subquery: ``aggregate`` over the rows of ``query`` whose ``field`` is the outer
-    extension (grouped by that field, so it is one row or none)."""
-    return Subquery(query.filter(**{field: OuterRef("pk")}).order_by().values(field).annotate(v=aggregate).values("v"))
-
-
-def _signed(aggregate: Any) -> Subquery:
-    """A scalar subquery: ``aggregate`` over the outer extension's targets in the signed index."""
-    targets = TrustTarget.objects.filter(extension=OuterRef("name")).order_by().values("extension")
-    return Subquery(targets.annotate(v=aggregate).values("v"))
+    extension's ``outer`` (its key; its name for the signed index's targets), grouped by that
+    field, so it is one row or none."""
+    return Subquery(query.filter(**{field: OuterRef(outer)}).order_by().values(field).annotate(v=aggregate).values("v"))
 
 
 def extension_fingerprint(*, name: str) -> str | None:
@@ -668,7 +660,7 @@ def extension_fingerprint(*, name: str) -> str | None:
             dependents_updated=_per_extension(
                 Dependency.objects.all(), "extension", Max("version__extension__updated_at")
             ),
-            signed_n=_signed(Count("path")),
+            signed_n=_per_extension(TrustTarget.objects.all(), "extension", Count("path"), outer="name"),
         )
         .values_list(
             "pk",
