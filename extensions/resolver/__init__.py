@@ -28,10 +28,11 @@ How (one module per step):
   its backjumping misjudges cycles), a SAT solver decides: the answer that is newest in
   breadth-first order from the roots, or a minimal set of requirements that cannot hold together;
 - `explain`: that proof in words, accounting for every version of the names in the conflict;
-- `budget`: one wall-clock bound for all of it (``timeout``, default ``DEFAULT_TIMEOUT`` seconds),
+- `budget`: one bound for all of it (``timeout``, default ``DEFAULT_TIMEOUT`` seconds of work),
   checked inside both searches, and a probe that stops the work when the caller has gone. Past it
-  the answer is ``ResolutionTooComplex`` (``too_complex``) saying what was tried. Time spent
-  waiting for the catalogue's reads is not charged to it, up to ``WAIT_ALLOWANCE`` times it.
+  the answer is ``ResolutionTooComplex`` (``too_complex``) saying what was tried. Waiting (for the
+  catalogue's reads, for a CPU on a busy machine) is not charged as work, and the wall clock stops
+  the whole at ``1 + WAIT_ALLOWANCE`` times the budget.
 
 Every failure is a ``ResolutionError`` whose message is one line for people and whose ``details`` is
 a list of dicts with a ``reason`` (``conflict``, ``no_matching_version``, ``unknown``, ``excluded``,

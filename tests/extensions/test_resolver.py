@@ -4,7 +4,11 @@ locked pins, cycles, unknown names, limits, and the install order."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +23,7 @@ from extensions.resolver import (
     install_order,
     resolve,
 )
+from extensions.resolver.budget import WAIT_ALLOWANCE, Budget, OutOfBudget
 from extensions.versions import Constraint, Requirement, Version, parse_requirement
 
 
@@ -730,6 +735,93 @@ def test_the_work_itself_is_still_bounded_when_the_catalogue_is_slow() -> None:
     error = failure([f"p{p}" for p in range(9)], slow, timeout=0.3)
     assert error.code == "too_complex"
     assert time.monotonic() - started < 0.3 + 17 * 0.01 + 1.0
+
+
+def _spin(seconds: float) -> None:
+    """Use ``seconds`` of this thread's CPU time."""
+    until = time.thread_time() + seconds
+    while time.thread_time() < until:
+        pass
+
+
+def test_time_the_thread_does_not_run_is_not_charged_as_work() -> None:
+    # A sleep stands for a busy machine: the thread waits for a CPU, it does no work.
+    budget = Budget(0.1)
+    time.sleep(0.3)  # three times the budget in wall time, nearly no CPU time
+    budget.check()
+    _spin(0.05)
+    budget.check()  # 0.05 s of work: within the budget
+    began = time.thread_time()
+    with pytest.raises(OutOfBudget) as caught:
+        while time.monotonic() < budget.started + 0.45:  # before the wall clock's ceiling
+            budget.check()
+    assert not caught.value.cancelled
+    assert 0.1 <= budget.work() < 0.2  # it stopped when the work reached the budget ...
+    assert time.thread_time() - began < 0.15  # ... not later
+
+
+def test_the_wall_clock_stops_a_resolution_at_its_ceiling() -> None:
+    budget = Budget(0.1)  # ceiling: (1 + WAIT_ALLOWANCE) x 0.1 s
+    assert budget.ceiling == pytest.approx(budget.started + 0.1 * (1 + WAIT_ALLOWANCE))
+    time.sleep(0.1 * (1 + WAIT_ALLOWANCE) - 0.1)
+    budget.check()
+    time.sleep(0.15)
+    with pytest.raises(OutOfBudget):
+        budget.check()
+    assert budget.work() < 0.05
+
+
+def test_reading_the_catalogue_is_not_charged_as_work() -> None:
+    budget = Budget(0.1)
+    with budget.waiting():
+        _spin(0.15)  # the parse of what a read returned
+    budget.check()
+    assert budget.work() < 0.05
+
+
+_STOPPED_RESOLUTION = """
+import sys
+from extensions.resolver import Candidate, MemoryCatalogue, resolve
+from extensions.versions import Constraint, Requirement, Version
+chain = MemoryCatalogue(
+    Candidate(f"n{i:03d}", Version(1, k, 0), (Requirement(f"n{i + 1:03d}", Constraint.parse("*")),) if i < 299 else ())
+    for i in range(300)
+    for k in range(5)
+)
+print("ready", flush=True)
+sys.stdin.readline()
+print(len(resolve(["n000"], chain, timeout=1.0).resolved), flush=True)
+"""
+
+
+def test_a_resolution_the_machine_keeps_waiting_for_a_cpu_still_answers() -> None:
+    # About 0.25 s of work against a 1 s budget, in a process stopped for 1.5 s midway (SIGSTOP:
+    # what a busy machine does to a thread, in the extreme). Its wall time passes the budget, its
+    # work does not: it answers.
+    child = subprocess.Popen(
+        [sys.executable, "-c", _STOPPED_RESOLUTION],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    try:
+        assert child.stdout is not None and child.stdin is not None
+        assert child.stdout.readline() == "ready\n"
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        started = time.monotonic()
+        time.sleep(0.05)
+        child.send_signal(signal.SIGSTOP)
+        time.sleep(1.5)
+        child.send_signal(signal.SIGCONT)
+        out, err = child.communicate(timeout=30)
+    finally:
+        child.kill()
+    assert time.monotonic() - started > 1.5
+    assert child.returncode == 0, err
+    assert out == "300\n"
 
 
 def test_the_extension_budget_is_a_setting() -> None:

@@ -1,7 +1,7 @@
 """The resolution budget through HTTP, under gunicorn (gthread workers, as deployed): a request that
-exhausts it answers 422 ``too_complex`` within the bound plus 0.5 s and the worker stops computing
-at once (measured on the CPU time of gunicorn's process group), and a client that disconnects
-mid-resolve frees the worker.
+exhausts it answers 422 ``too_complex`` once its work reaches the bound (within 0.5 s of CPU time)
+and the worker stops computing at once (both measured on the CPU time of gunicorn's process group),
+and a client that disconnects mid-resolve frees the worker.
 
 The catalogue is a pigeonhole problem written as extensions: 13 roots (``pigeon-NN``) each with 12
 versions, version h of a pigeon pinning ``hole-h`` to the pigeon's number. No answer exists (two
@@ -23,6 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from extensions.resolver.budget import WAIT_ALLOWANCE
 from tests.live_registry import LiveRegistry
 from tests.services import BASE_DIR, HOST
 
@@ -115,9 +116,11 @@ def cpu_over(registry: LiveRegistry, seconds: float) -> float:
 def test_a_request_that_exhausts_the_budget_answers_too_complex_in_time_and_stops_computing(
     hard_registry: LiveRegistry,
 ) -> None:
+    cpu_before = group_cpu_seconds(hard_registry)
     started = time.monotonic()
     response = httpx.post(f"{hard_registry.url}/api/v1/resolve", json={"requirements": PIGEONS}, timeout=60)
     elapsed = time.monotonic() - started
+    work = group_cpu_seconds(hard_registry) - cpu_before
     assert response.status_code == 422, response.text
     error = response.json()["error"]
     assert error["code"] == "too_complex"
@@ -128,7 +131,10 @@ def test_a_request_that_exhausts_the_budget_answers_too_complex_in_time_and_stop
     assert detail["timeout"] == DEFAULT_TIMEOUT
     assert detail["tried"][1] == "the complete search"
     assert detail["extensions"] == 2 * HOLES + 1  # the names the search looked at
-    assert elapsed < DEFAULT_TIMEOUT + 0.5
+    # the bound is on the work (the thread's CPU time): it computed for the budget, then stopped;
+    # the wall time is the work plus however long a busy machine kept it from a CPU, up to the ceiling
+    assert DEFAULT_TIMEOUT * 0.9 < work < DEFAULT_TIMEOUT + 0.5
+    assert elapsed < DEFAULT_TIMEOUT * (1 + WAIT_ALLOWANCE) + 0.5
     # the worker thread is free at once: nothing keeps computing after the answer ...
     assert cpu_over(hard_registry, 1.0) < IDLE_CPU_SECONDS
     # ... and it serves the next request (one worker, one thread) right away
@@ -144,11 +150,11 @@ def test_the_install_plan_is_bounded_too(hard_registry: LiveRegistry) -> None:
     assert response.status_code == 200, response.text
     assert response.json()["data"]["install_order"] == ["hole-11", "pigeon-00"]
     # flock needs every pigeon
-    started = time.monotonic()
+    cpu_before = group_cpu_seconds(hard_registry)
     response = httpx.post(url, json={"name": "flock"}, timeout=60)
     assert response.status_code == 422, response.text
     assert response.json()["error"]["code"] == "too_complex"
-    assert time.monotonic() - started < DEFAULT_TIMEOUT + 0.5
+    assert group_cpu_seconds(hard_registry) - cpu_before < DEFAULT_TIMEOUT + 0.5
     assert cpu_over(hard_registry, 1.0) < IDLE_CPU_SECONDS
 
 
