@@ -25,13 +25,12 @@ import os
 import threading
 import time
 import uuid
-from collections import Counter, defaultdict
+from collections import Counter
 from datetime import date
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F
+from django.db import connection, transaction
 
 from registry.models import DailyDownloads, Extension, Version
 from registry.selectors import catalog_changed
@@ -172,40 +171,55 @@ def _chunks(items: list[int]) -> list[list[int]]:
     return [items[i : i + _CHUNK] for i in range(0, len(items), _CHUNK)]
 
 
+def _existing(version_ids: list[int]) -> dict[int, int]:
+    """The extension of each version that exists, by version id (in chunks of _CHUNK ids)."""
+    q = connection.ops.quote_name
+    found: dict[int, int] = {}
+    with connection.cursor() as cursor:
+        for chunk in _chunks(version_ids):
+            marks = ", ".join(["%s"] * len(chunk))
+            cursor.execute(
+                f"SELECT {q('id')}, {q('extension_id')} FROM {q(Version._meta.db_table)} WHERE {q('id')} IN ({marks})",
+                chunk,
+            )
+            found.update(cursor.fetchall())
+    return found
+
+
+def _statements() -> tuple[str, str, str]:
+    """The three writes of a flush, each run once per row with executemany (no model objects, no
+    query compiled per batch: a flush of thousands of counts costs milliseconds of this process's
+    interpreter, not a quarter of a second). An upsert: SQLite and PostgreSQL both spell it so."""
+    q = connection.ops.quote_name
+    daily, version, extension = (q(m._meta.db_table) for m in (DailyDownloads, Version, Extension))
+    count, downloads, pk = q("count"), q("downloads"), q("id")
+    return (
+        f"INSERT INTO {daily} ({q('version_id')}, {q('day')}, {count}) VALUES (%s, %s, %s) "
+        f"ON CONFLICT ({q('version_id')}, {q('day')}) DO UPDATE SET {count} = {daily}.{count} + excluded.{count}",
+        f"UPDATE {version} SET {downloads} = {downloads} + %s WHERE {pk} = %s",
+        f"UPDATE {extension} SET {downloads} = {downloads} + %s WHERE {pk} = %s",
+    )
+
+
 def write(batch: Counter[Key]) -> int:
-    """Add a batch of counts to the database in one transaction: a few statements per batch (one
-    per distinct count), whatever its size. Counts of versions that do not exist are dropped."""
-    wanted = sorted({version_id for version_id, _ in batch})
-    extension_of: dict[int, int] = {}
+    """Add a batch of counts to the database in one transaction: four statements whatever its
+    size (the versions that exist, then the day rows, the versions' and the extensions' totals,
+    each in the order of their keys, so that two flushers lock rows in the same order). Counts of
+    versions that do not exist are dropped."""
     with transaction.atomic():
-        for chunk in _chunks(wanted):
-            extension_of.update(Version.objects.filter(pk__in=chunk).values_list("pk", "extension_id"))
+        extension_of = _existing(sorted({version_id for version_id, _ in batch}))
         batch = Counter({key: n for key, n in batch.items() if key[0] in extension_of and n > 0})
         if not batch:
             return 0
         transaction.on_commit(catalog_changed)  # the catalog's totals (registry.selectors.catalog_cached)
-        DailyDownloads.objects.bulk_create(
-            [DailyDownloads(version_id=v, day=date.fromisoformat(d), count=0) for v, d in batch],
-            ignore_conflicts=True,
-            batch_size=_CHUNK,
-        )
-        by_day_and_count: dict[tuple[str, int], list[int]] = defaultdict(list)
         per_version: Counter[int] = Counter()
         per_extension: Counter[int] = Counter()
-        for (version_id, day), n in batch.items():
-            by_day_and_count[(day, n)].append(version_id)
+        for (version_id, _), n in batch.items():
             per_version[version_id] += n
             per_extension[extension_of[version_id]] += n
-        for (day, n), ids in by_day_and_count.items():
-            for chunk in _chunks(ids):
-                DailyDownloads.objects.filter(day=date.fromisoformat(day), version_id__in=chunk).update(
-                    count=F("count") + n
-                )
-        for model, counts in ((Version, per_version), (Extension, per_extension)):
-            by_count: dict[int, list[int]] = defaultdict(list)
-            for pk, n in counts.items():
-                by_count[n].append(pk)
-            for n, ids in by_count.items():
-                for chunk in _chunks(ids):
-                    model.objects.filter(pk__in=chunk).update(downloads=F("downloads") + n)
+        days, versions, extensions = _statements()
+        with connection.cursor() as cursor:
+            cursor.executemany(days, [(v, date.fromisoformat(d), n) for (v, d), n in sorted(batch.items())])
+            cursor.executemany(versions, [(n, pk) for pk, n in sorted(per_version.items())])
+            cursor.executemany(extensions, [(n, pk) for pk, n in sorted(per_extension.items())])
     return sum(batch.values())
