@@ -31,6 +31,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Field, Model
 
 from registry.models import DailyDownloads, Extension, Version
 from registry.selectors import catalog_changed
@@ -171,16 +172,22 @@ def _chunks(items: list[int]) -> list[list[int]]:
     return [items[i : i + _CHUNK] for i in range(0, len(items), _CHUNK)]
 
 
+def _column(model: type[Model], name: str) -> str:
+    field = model._meta.get_field(name)
+    assert isinstance(field, Field)
+    return connection.ops.quote_name(field.column)
+
+
 def _existing(version_ids: list[int]) -> dict[int, int]:
     """The extension of each version that exists, by version id (in chunks of _CHUNK ids; the
     statement is built as `_statements` says)."""
     q = connection.ops.quote_name
+    pk, table, extension = q(Version._meta.pk.column), q(Version._meta.db_table), _column(Version, "extension")
     found: dict[int, int] = {}
     with connection.cursor() as cursor:
         for chunk in _chunks(version_ids):
             marks = ", ".join(["%s"] * len(chunk))
-            pk, table = q(Version._meta.pk.column), q(Version._meta.db_table)
-            select = f"SELECT {pk}, {q('extension_id')} FROM {table} WHERE {pk} IN ({marks})"  # noqa: S608
+            select = f"SELECT {pk}, {extension} FROM {table} WHERE {pk} IN ({marks})"  # noqa: S608
             cursor.execute(select, chunk)
             found.update(cursor.fetchall())
     return found
@@ -194,13 +201,15 @@ def _statements() -> tuple[str, str, str]:
     columns, quoted by the database backend, and every value is a parameter.)"""
     q = connection.ops.quote_name
     daily, version, extension = (q(m._meta.db_table) for m in (DailyDownloads, Version, Extension))
-    count, downloads = q("count"), q("downloads")
+    count = _column(DailyDownloads, "count")
+    version_downloads, extension_downloads = _column(Version, "downloads"), _column(Extension, "downloads")
     version_pk, extension_pk = q(Version._meta.pk.column), q(Extension._meta.pk.column)
-    key, add = f"{q('version_id')}, {q('day')}", f"{count} = {daily}.{count} + excluded.{count}"
+    key = f"{_column(DailyDownloads, 'version')}, {_column(DailyDownloads, 'day')}"
+    add = f"{count} = {daily}.{count} + excluded.{count}"
     return (
         f"INSERT INTO {daily} ({key}, {count}) VALUES (%s, %s, %s) ON CONFLICT ({key}) DO UPDATE SET {add}",  # noqa: S608
-        f"UPDATE {version} SET {downloads} = {downloads} + %s WHERE {version_pk} = %s",  # noqa: S608
-        f"UPDATE {extension} SET {downloads} = {downloads} + %s WHERE {extension_pk} = %s",  # noqa: S608
+        f"UPDATE {version} SET {version_downloads} = {version_downloads} + %s WHERE {version_pk} = %s",  # noqa: S608
+        f"UPDATE {extension} SET {extension_downloads} = {extension_downloads} + %s WHERE {extension_pk} = %s",  # noqa: S608
     )
 
 

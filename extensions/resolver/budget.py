@@ -89,6 +89,3 @@ class Budget:
             yield
         finally:
             self._waited_cpu += time.thread_time() - began
-
-    def elapsed(self) -> float:
-        return time.monotonic() - self.started

@@ -68,6 +68,12 @@ def test_counts_are_written_by_the_flush_per_version_per_day_and_in_total(
     assert daily("etcd") == {("3.5.9", "2026-03-01"): 1, ("3.5.12", "2026-03-01"): 2, ("3.5.12", "2026-03-02"): 1}
     assert downloadcounts.flush() == 0  # nothing new: nothing written, nothing changed
     assert totals("etcd") == (4, {"3.5.9": 1, "3.5.12": 3})
+    # a second flush on the same day adds to that day's row
+    download(client, "etcd", "3.5.12")
+    download(client, "etcd", "3.5.12")
+    assert downloadcounts.flush() == 2
+    assert daily("etcd") == {("3.5.9", "2026-03-01"): 1, ("3.5.12", "2026-03-01"): 2, ("3.5.12", "2026-03-02"): 3}
+    assert totals("etcd") == (6, {"3.5.9": 1, "3.5.12": 5})
 
 
 def test_a_flush_costs_a_few_statements_whatever_the_batch(two: None) -> None:

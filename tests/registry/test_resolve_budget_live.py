@@ -107,6 +107,26 @@ def group_cpu_seconds(registry: LiveRegistry) -> float:
     return total / ticks
 
 
+def group_run_delay_seconds(registry: LiveRegistry) -> float:
+    """Seconds the threads of gunicorn's process group have spent runnable but waiting for a CPU
+    (the second field of each thread's /proc schedstat): how long a busy machine held them up."""
+    assert registry.process is not None
+    group = registry.process.pid
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            if int(stat[stat.rindex(")") + 2 :].split()[2]) != group:
+                continue
+            for task in (entry / "task").iterdir():
+                total += int((task / "schedstat").read_text().split()[1])
+        except (OSError, ValueError, IndexError):  # the process or thread ended meanwhile
+            continue
+    return total / 1e9
+
+
 def cpu_over(registry: LiveRegistry, seconds: float) -> float:
     before = group_cpu_seconds(registry)
     time.sleep(seconds)
@@ -116,11 +136,15 @@ def cpu_over(registry: LiveRegistry, seconds: float) -> float:
 def test_a_request_that_exhausts_the_budget_answers_too_complex_in_time_and_stops_computing(
     hard_registry: LiveRegistry,
 ) -> None:
-    cpu_before = group_cpu_seconds(hard_registry)
+    # the worker's first requests load what it imports lazily: not part of the measure
+    warm = httpx.post(f"{hard_registry.url}/api/v1/resolve", json={"requirements": ["pigeon-00"]}, timeout=60)
+    assert warm.status_code == 200, warm.text
+    cpu_before, delay_before = group_cpu_seconds(hard_registry), group_run_delay_seconds(hard_registry)
     started = time.monotonic()
     response = httpx.post(f"{hard_registry.url}/api/v1/resolve", json={"requirements": PIGEONS}, timeout=60)
     elapsed = time.monotonic() - started
     work = group_cpu_seconds(hard_registry) - cpu_before
+    held_up = group_run_delay_seconds(hard_registry) - delay_before
     assert response.status_code == 422, response.text
     error = response.json()["error"]
     assert error["code"] == "too_complex"
@@ -131,9 +155,11 @@ def test_a_request_that_exhausts_the_budget_answers_too_complex_in_time_and_stop
     assert detail["timeout"] == DEFAULT_TIMEOUT
     assert detail["tried"][1] == "the complete search"
     assert detail["extensions"] == 2 * HOLES + 1  # the names the search looked at
-    # the bound is on the work (the thread's CPU time): it computed for the budget, then stopped;
-    # the wall time is the work plus however long a busy machine kept it from a CPU, up to the ceiling
+    # the bound is on the work (the thread's CPU time): it computed for the budget, then stopped,
+    # within the bound plus 0.5 s of the wall clock once the time a busy machine held it up is set
+    # aside (on a quiet machine, none), and never past the wall clock's ceiling
     assert DEFAULT_TIMEOUT * 0.9 < work < DEFAULT_TIMEOUT + 0.5
+    assert elapsed - held_up < DEFAULT_TIMEOUT + 0.5
     assert elapsed < DEFAULT_TIMEOUT * (1 + WAIT_ALLOWANCE) + 0.5
     # the worker thread is free at once: nothing keeps computing after the answer ...
     assert cpu_over(hard_registry, 1.0) < IDLE_CPU_SECONDS
