@@ -613,8 +613,8 @@ def probe(key: str) -> str:
     from django.conf import settings
     from django.contrib.auth import get_user_model
 
-    get_user_model().objects.create(username=key)
     (Path(settings.REGISTRY_DATA_DIR) / f"probe-{key}").write_text(key, encoding="utf-8")
+    get_user_model().objects.create(username=key)  # last: a test that sees the row finds the file
     return key
 
 

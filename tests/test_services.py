@@ -130,8 +130,9 @@ def test_a_worker_runs_a_task_on_the_test_database_and_data_dir(celery_worker_fa
     key = f"probe-{uuid.uuid4().hex[:8]}"
     sent = app.send_task("tests.services.probe", args=[key])
 
-    assert _poll(lambda: get_user_model().objects.filter(username=key).exists()), worker.output()
-    assert (Path(django_settings.REGISTRY_DATA_DIR) / f"probe-{key}").read_text() == key
+    written = Path(django_settings.REGISTRY_DATA_DIR) / f"probe-{key}"
+    assert _poll(lambda: get_user_model().objects.filter(username=key).exists() and written.exists()), worker.output()
+    assert written.read_text() == key
     assert f"tests.services.probe[{sent.id}] received" in worker.wait_for_log(sent.id)
     assert worker.ping() is True
     assert worker.stop() == 0

@@ -87,13 +87,10 @@ def patient_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveR
     registry.stop()
 
 
-def group_cpu_seconds(registry: LiveRegistry) -> float:
-    """User + system CPU seconds of every live process in gunicorn's process group (the master is
-    its leader: LiveRegistry starts it in a new session)."""
+def group_processes(registry: LiveRegistry) -> Iterator[tuple[Path, list[str]]]:
+    """The /proc directory and the stat fields (after the name) of every live process in gunicorn's
+    process group (the master is its leader: LiveRegistry starts it in a new session)."""
     assert registry.process is not None
-    group = registry.process.pid
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -102,28 +99,30 @@ def group_cpu_seconds(registry: LiveRegistry) -> float:
         except OSError:  # the process ended meanwhile
             continue
         fields = stat[stat.rindex(")") + 2 :].split()
-        if int(fields[2]) == group:  # pgrp
-            total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / ticks
+        if int(fields[2]) == registry.process.pid:  # pgrp
+            yield entry, fields
+
+
+def group_cpu_seconds(registry: LiveRegistry) -> float:
+    """User + system CPU seconds of gunicorn's process group."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    return sum(int(fields[11]) + int(fields[12]) for _, fields in group_processes(registry)) / ticks  # utime, stime
 
 
 def group_run_delay_seconds(registry: LiveRegistry) -> float:
     """Seconds the threads of gunicorn's process group have spent runnable but waiting for a CPU
     (the second field of each thread's /proc schedstat): how long a busy machine held them up."""
-    assert registry.process is not None
-    group = registry.process.pid
     total = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for entry, _ in group_processes(registry):
         try:
-            stat = (entry / "stat").read_text()
-            if int(stat[stat.rindex(")") + 2 :].split()[2]) != group:
-                continue
-            for task in (entry / "task").iterdir():
-                total += int((task / "schedstat").read_text().split()[1])
-        except (OSError, ValueError, IndexError):  # the process or thread ended meanwhile
+            tasks = list((entry / "task").iterdir())
+        except OSError:  # the process ended meanwhile
             continue
+        for task in tasks:
+            try:
+                total += int((task / "schedstat").read_text().split()[1])
+            except OSError:  # the thread ended meanwhile
+                continue
     return total / 1e9
 
 
