@@ -14,12 +14,12 @@ builds' own thread: stale builds and temporary files.)"""
 
 from __future__ import annotations
 
-import atexit
 import logging
 import os
 import threading
 import time
 from datetime import timedelta
+from multiprocessing import util as multiprocessing_util
 from typing import Any
 
 from django.conf import settings
@@ -48,7 +48,10 @@ def start_once() -> None:
             return
         _started_in = os.getpid()
     threading.Thread(target=_loop, name="registry-background", daemon=True).start()
-    atexit.register(_flush_at_exit)
+    # At the process's exit: multiprocessing's exit function runs it under either server, from
+    # atexit in a gunicorn worker, and when a granian worker (a multiprocessing child, which ends
+    # with os._exit and so skips atexit) returns from serving.
+    multiprocessing_util.Finalize(None, _flush_at_exit, exitpriority=10)
 
 
 def _flush_at_exit() -> None:

@@ -1,4 +1,5 @@
-"""A real registry for end-to-end tests: `manage.py migrate` (and `trust init`) then gunicorn, as separate processes
+"""A real registry for end-to-end tests: `manage.py migrate` (and `trust init`) then gunicorn (or, with
+``server="granian"``, docs/deploy.md's granian command for read nodes), as separate processes
 with their own data directory and database (a SQLite file, or a PostgreSQL database), on a free
 port. It can be stopped and started again on the same port (for "registry unreachable" tests).
 
@@ -33,6 +34,25 @@ from tests.services import BASE_DIR, HOST, die_with_parent, free_port
 EXAMPLES = [str(BASE_DIR / "extensions" / kind) for kind in ("providers", "taskservs", "clusters")]
 
 
+#: the read nodes' command in docs/deploy.md, run as written but for these (its placeholders)
+DOC_GRANIAN_PLACEHOLDERS = ("--host 0.0.0.0", "--port 8000", "--workers 4", "--blocking-threads 4")
+
+
+def granian_command(*, port: int, workers: int, threads: int) -> list[str]:
+    """docs/deploy.md's granian command, on HOST:port with that many workers and threads."""
+    text = (BASE_DIR / "docs" / "deploy.md").read_text(encoding="utf-8")
+    [line] = [line for line in text.splitlines() if line.startswith("granian --interface wsgi ")]
+    for placeholder in DOC_GRANIAN_PLACEHOLDERS:
+        assert placeholder in line, f"docs/deploy.md's granian command lost its {placeholder!r}"
+    line = (
+        line.replace("--host 0.0.0.0", f"--host {HOST}")
+        .replace("--port 8000", f"--port {port}")
+        .replace("--workers 4", f"--workers {workers}")
+        .replace("--blocking-threads 4", f"--blocking-threads {threads}")
+    )
+    return [sys.executable, "-m", *line.split()]
+
+
 class LiveRegistry:
     def __init__(
         self,
@@ -42,8 +62,10 @@ class LiveRegistry:
         env: dict[str, str] | None = None,
         signed: bool = True,
         trust_args: tuple[str, ...] = (),
+        server: str = "gunicorn",
     ) -> None:
         self.data_dir = data_dir
+        self.server = server
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
         self.log = data_dir / "gunicorn.log"
@@ -104,11 +126,14 @@ class LiveRegistry:
             self._migrated = True
         if not self.port:
             self.port = free_port()
-        command = [
-            sys.executable, "-m", "gunicorn", "registry.wsgi", "--bind", f"{HOST}:{self.port}",
-            "--workers", str(workers), "--threads", str(threads), "--worker-class", "gthread",
-            "--timeout", "120", "--graceful-timeout", "5", "--keep-alive", str(GUNICORN_KEEP_ALIVE),
-        ]  # fmt: skip
+        if self.server == "granian":
+            command = granian_command(port=self.port, workers=workers, threads=threads)
+        else:
+            command = [
+                sys.executable, "-m", "gunicorn", "registry.wsgi", "--bind", f"{HOST}:{self.port}",
+                "--workers", str(workers), "--threads", str(threads), "--worker-class", "gthread",
+                "--timeout", "120", "--graceful-timeout", "5", "--keep-alive", str(GUNICORN_KEEP_ALIVE),
+            ]  # fmt: skip
         with self.log.open("ab") as output:
             # Its own process group (stop() signals master and workers at once), and SIGTERM when
             # the test process ends however it ends (tests.services.die_with_parent).
