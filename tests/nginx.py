@@ -19,6 +19,7 @@ both run nginx with.
 from __future__ import annotations
 
 import atexit
+import http.client
 import os
 import re
 import shutil
@@ -52,6 +53,29 @@ def _doc_block(language: str, containing: str = "") -> str:
         if containing in match.group(1):
             return match.group(1)
     raise AssertionError(f"docs/deploy.md has no ```{language} block" + (f" with {containing!r}" if containing else ""))
+
+
+def doc_nginx_keepalive_timeouts() -> list[int]:
+    """The keepalive_timeout (seconds) of each upstream block in docs/deploy.md."""
+    text = DEPLOY_DOC.read_text(encoding="utf-8")
+    return [int(s) for s in re.findall(r"^\s*keepalive_timeout (\d+)s;", text, re.MULTILINE)]
+
+
+def keeps_idle_connection(port: int, seconds: float = 3) -> bool:
+    """Whether the server on HOST:port answers a second request on a connection left idle that
+    long (an idle server may close it only after nginx's keepalive_timeout)."""
+    conn = http.client.HTTPConnection(HOST, port, timeout=10)
+    try:
+        conn.request("GET", "/healthz")
+        assert conn.getresponse().read() and conn.sock is not None
+        time.sleep(seconds)
+        try:
+            conn.request("GET", "/healthz")
+            return conn.getresponse().status == 200
+        except (http.client.RemoteDisconnected, ConnectionError):
+            return False
+    finally:
+        conn.close()
 
 
 def deploy_server_block(*, port: int, upstream: str, data_dir: Path) -> str:

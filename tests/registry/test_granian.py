@@ -7,7 +7,6 @@ graceful stop."""
 from __future__ import annotations
 
 import hashlib
-import http.client
 import re
 import time
 from collections.abc import Iterator
@@ -19,7 +18,8 @@ import pytest
 from clients.authoring import build_extension
 from extensions.oci import REPOSITORY_PREFIX
 from tests.live_registry import LiveRegistry
-from tests.services import BASE_DIR, HOST
+from tests.nginx import doc_nginx_keepalive_timeouts, keeps_idle_connection
+from tests.services import BASE_DIR
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("live")]
 
@@ -124,19 +124,11 @@ def test_granian_keeps_an_idle_connection_longer_than_nginx(servers: tuple[LiveR
     [command] = [line for line in text.splitlines() if line.startswith("granian --interface wsgi ")]
     match = re.search(r"--http1-header-read-timeout (\d+)\b", command)
     assert match, command
-    nginx_timeouts = [int(s) for s in re.findall(r"^\s*keepalive_timeout (\d+)s;", text, re.MULTILINE)]
+    nginx_timeouts = doc_nginx_keepalive_timeouts()
     assert nginx_timeouts and all(seconds * 1000 < int(match[1]) for seconds in nginx_timeouts)
 
     _, granian = servers
-    conn = http.client.HTTPConnection(HOST, granian.port, timeout=10)
-    try:
-        conn.request("GET", "/healthz")
-        assert conn.getresponse().read() and conn.sock is not None
-        time.sleep(3)
-        conn.request("GET", "/healthz")  # RemoteDisconnected if granian closed it meanwhile
-        assert conn.getresponse().status == 200
-    finally:
-        conn.close()
+    assert keeps_idle_connection(granian.port)
 
 
 def test_a_graceful_stop_of_granian_writes_its_download_counts(tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ everything else (unknown names, other methods, conditional requests) to the regi
 from __future__ import annotations
 
 import hashlib
-import http.client
 import re
 import time
 from collections.abc import Iterator
@@ -18,7 +17,14 @@ import pytest
 
 from tests.conftest import require
 from tests.live_registry import LiveRegistry
-from tests.nginx import GUNICORN_KEEP_ALIVE, Nginx, deploy_server_block, nginx_binary
+from tests.nginx import (
+    GUNICORN_KEEP_ALIVE,
+    Nginx,
+    deploy_server_block,
+    doc_nginx_keepalive_timeouts,
+    keeps_idle_connection,
+    nginx_binary,
+)
 from tests.services import BASE_DIR, HOST, free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("live")]
@@ -133,18 +139,10 @@ def test_gunicorn_outlasts_nginx_on_idle_upstream_connections(deployed: tuple[Li
     text = (BASE_DIR / "docs" / "deploy.md").read_text(encoding="utf-8")
     [command] = [line for line in text.splitlines() if line.startswith("gunicorn registry.wsgi")]
     assert re.search(rf"--keep-alive {GUNICORN_KEEP_ALIVE}\b", command), command
-    nginx_timeouts = [int(s) for s in re.findall(r"^\s*keepalive_timeout (\d+)s;", text, re.MULTILINE)]
+    nginx_timeouts = doc_nginx_keepalive_timeouts()
     assert len(nginx_timeouts) == text.count("upstream registry {") >= 2
     assert all(seconds < GUNICORN_KEEP_ALIVE for seconds in nginx_timeouts)
 
     # And the registry as the tests run it keeps an idle connection past gunicorn's default 2 s.
     registry, _ = deployed
-    conn = http.client.HTTPConnection(HOST, registry.port, timeout=10)
-    try:
-        conn.request("GET", "/healthz")
-        assert conn.getresponse().read() and conn.sock is not None
-        time.sleep(3)
-        conn.request("GET", "/healthz")  # RemoteDisconnected if gunicorn closed it meanwhile
-        assert conn.getresponse().status == 200
-    finally:
-        conn.close()
+    assert keeps_idle_connection(registry.port)
