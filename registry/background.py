@@ -49,8 +49,8 @@ def start_once() -> None:
         _started_in = os.getpid()
     threading.Thread(target=_loop, name="registry-background", daemon=True).start()
     # At the process's exit: multiprocessing's exit function runs it under either server, from
-    # atexit in a gunicorn worker, and when a granian worker (a multiprocessing child, which ends
-    # with os._exit and so skips atexit) returns from serving.
+    # atexit in a gunicorn worker, and when a granian worker (a multiprocessing child, which skips
+    # atexit when forked) returns from serving.
     multiprocessing_util.Finalize(None, _flush_at_exit, exitpriority=10)
 
 
@@ -62,8 +62,11 @@ def _flush_at_exit() -> None:
 
 
 def run_pass(*, first: bool) -> None:
-    """One pass of the background work (see the module's docstring)."""
-    downloadcounts.flush_local()
+    """One pass of the background work (see the module's docstring). The first pass runs as the
+    process answers its first request, so it leaves that request's count to the next (a count
+    written at once would race the request's own)."""
+    if not first:
+        downloadcounts.flush_local()
     if settings.CELERY_TASK_ALWAYS_EAGER:
         downloadcounts.drain_shared()
         static_index_repair(updated_since=None if first else timezone.now() - REPAIR_WINDOW)

@@ -1,4 +1,5 @@
-"""WSGI entry point for gunicorn: `gunicorn registry.wsgi`."""
+"""WSGI entry point: `gunicorn registry.wsgi`, or `granian --interface wsgi registry.wsgi:application`
+(docs/deploy.md)."""
 
 import os
 
@@ -9,7 +10,8 @@ django_application = get_wsgi_application()
 
 from registry.background import starting  # noqa: E402 - needs the apps loaded
 from registry.fastpath import BlobFastPath, DownloadFastPath, IndexFastPath  # noqa: E402
+from registry.serverenv import without_server_environment  # noqa: E402
 
 # Index documents, package downloads and OCI layer pulls are answered before Django's request machinery
 # (registry/fastpath.py); every process runs its background work (registry/background.py).
-application = starting(DownloadFastPath(IndexFastPath(BlobFastPath(django_application))))
+application = without_server_environment(starting(DownloadFastPath(IndexFastPath(BlobFastPath(django_application)))))

@@ -68,7 +68,7 @@ class LiveRegistry:
         self.server = server
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
-        self.log = data_dir / "gunicorn.log"
+        self.log = data_dir / "server.log"
         base = {k: v for k, v in os.environ.items() if not k.startswith(("REGISTRY_", "DJANGO_", "CELERY_"))}
         base.pop("DATABASE_URL", None)
         base.pop("CACHE_URL", None)
@@ -150,7 +150,9 @@ class LiveRegistry:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise AssertionError(f"gunicorn exited with {self.process.returncode}:\n{self.log.read_text()[-4000:]}")
+                raise AssertionError(
+                    f"{self.server} exited with {self.process.returncode}:\n{self.log.read_text()[-4000:]}"
+                )
             try:
                 if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
                     return

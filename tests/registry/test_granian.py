@@ -78,6 +78,11 @@ def test_granian_answers_every_read_and_error_as_gunicorn_does(servers: tuple[Li
         ("GET", "/api/v1/extensions/redis/versions/not-a-version/download", {}),
         ("GET", blob, {}),
         ("GET", blob, {"headers": {"Range": "bytes=0-99"}}),
+        ("GET", f"/v2/{REPOSITORY_PREFIX}redis/manifests/7.2.4", {}),
+        ("GET", f"/v2/{REPOSITORY_PREFIX}redis/manifests/9.9.9", {}),
+        ("GET", "/tuf/metadata/timestamp.json", {}),
+        ("GET", "/tuf/metadata/1.root.json", {}),
+        ("GET", "/healthz", {}),
         ("GET", "/api/v1/extensions/redis/", {}),
         ("GET", "/api/v1/extensions/?q=redis", {}),
         ("POST", "/api/v1/resolve", {"json": {"requirements": ["redis"]}}),
@@ -104,7 +109,7 @@ def test_granian_takes_a_publish_through_the_api(servers: tuple[LiveRegistry, Li
     )
     assert answer.status_code == 202, answer.text
     deadline = time.monotonic() + 120
-    state = ""
+    state, build = "", {}
     while time.monotonic() < deadline:
         build = httpx.get(answer.json()["data"]["url"], timeout=30).json()["data"]
         state = build["status"]
