@@ -10,11 +10,10 @@ the process's own: a name of its environment that the server did not set for thi
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
-StartResponse = Callable[..., Any]
-WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
+from registry.fastpath import StartResponse, WSGIApp
 
 #: what granian's SERVER_SOFTWARE says; other servers (gunicorn) leave the environment out
 COPYING_SERVERS = frozenset({"Granian"})

@@ -38,10 +38,16 @@ EXAMPLES = [str(BASE_DIR / "extensions" / kind) for kind in ("providers", "tasks
 DOC_GRANIAN_PLACEHOLDERS = ("--host 0.0.0.0", "--port 8000", "--workers 4", "--blocking-threads 4")
 
 
-def granian_command(*, port: int, workers: int, threads: int) -> list[str]:
-    """docs/deploy.md's granian command, on HOST:port with that many workers and threads."""
+def doc_granian_line() -> str:
+    """The granian command line of docs/deploy.md, as written."""
     text = (BASE_DIR / "docs" / "deploy.md").read_text(encoding="utf-8")
     [line] = [line for line in text.splitlines() if line.startswith("granian --interface wsgi ")]
+    return line
+
+
+def granian_command(*, port: int, workers: int, threads: int) -> list[str]:
+    """docs/deploy.md's granian command, on HOST:port with that many workers and threads."""
+    line = doc_granian_line()
     for placeholder in DOC_GRANIAN_PLACEHOLDERS:
         assert placeholder in line, f"docs/deploy.md's granian command lost its {placeholder!r}"
     line = (

@@ -17,7 +17,7 @@ import pytest
 
 from clients.authoring import build_extension
 from extensions.oci import REPOSITORY_PREFIX
-from tests.live_registry import LiveRegistry
+from tests.live_registry import LiveRegistry, doc_granian_line
 from tests.nginx import doc_nginx_keepalive_timeouts, keeps_idle_connection
 from tests.services import BASE_DIR
 
@@ -125,8 +125,7 @@ def test_granian_keeps_an_idle_connection_longer_than_nginx(servers: tuple[LiveR
     """docs/deploy.md: granian closes an idle connection after --http1-header-read-timeout, which
     must be longer than nginx's keepalive_timeout for its upstreams (else nginx can send a request on
     a connection just as granian closes it, and answers a POST with 502)."""
-    text = (BASE_DIR / "docs" / "deploy.md").read_text(encoding="utf-8")
-    [command] = [line for line in text.splitlines() if line.startswith("granian --interface wsgi ")]
+    command = doc_granian_line()
     match = re.search(r"--http1-header-read-timeout (\d+)\b", command)
     assert match, command
     nginx_timeouts = doc_nginx_keepalive_timeouts()
