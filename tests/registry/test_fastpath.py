@@ -11,11 +11,11 @@ from wsgiref.util import setup_testing_defaults
 import pytest
 from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
-from django.db import close_old_connections
+from django.db import OperationalError, close_old_connections, connections
 from django.test import Client
 from django.urls import reverse
 
-from registry.fastpath import PREFIX, IndexFastPath
+from registry.fastpath import PREFIX, IndexFastPath, _index_row
 
 if TYPE_CHECKING:
     from tests.factories import Publisher
@@ -107,3 +107,59 @@ def test_everything_else_goes_to_django(fast: IndexFastPath, db: None, path: str
 def test_its_prefix_is_the_index_documents_route() -> None:
     # The fast path matches before URL resolution, so it keeps the prefix as a constant: the route's.
     assert reverse("index-document", kwargs={"name": "etcd"}) == PREFIX + "etcd"
+
+
+class _FailingConnection:
+    """A driver connection whose every query fails as a lost server's would."""
+
+    def __init__(self, error: type[Exception]) -> None:
+        self.error = error
+
+    def cursor(self) -> Any:
+        return self
+
+    def execute(self, *args: Any) -> None:
+        raise self.error("server closed the connection unexpectedly")
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_database_error_is_djangos_and_marks_the_connection(db: None) -> None:
+    # The read goes through the driver's cursor, but an error is Django's, and the connection is
+    # marked so that Django replaces it (close_if_unusable_or_obsolete) before it is used again.
+    database = connections["default"]
+    database.ensure_connection()
+    real = database.connection
+    driver = database.Database  # type: ignore[attr-defined]  # sqlite3 or psycopg
+    database.connection = _FailingConnection(driver.OperationalError)
+    try:
+        with pytest.raises(OperationalError, match="closed the connection"):
+            _index_row("etcd")
+        assert database.errors_occurred
+    finally:
+        database.connection = real
+        database.errors_occurred = False
+
+
+def test_when_the_read_fails_the_view_answers(
+    fast: IndexFastPath, publisher: Publisher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    publisher("etcd", "3.5.9")
+    served = call(fast, "/api/v1/index/etcd")  # by the fast path (the same as the view's: above)
+
+    def failing(name: str) -> None:
+        raise OperationalError("the database is restarting")
+
+    monkeypatch.setattr("registry.fastpath._index_row", failing)
+    request_started.disconnect(close_old_connections)  # the publisher's test client connected it again
+    request_finished.disconnect(close_old_connections)
+    status, headers, body = call(fast, "/api/v1/index/etcd")  # by the view
+    assert (status, body, headers["ETag"]) == (200, served[2], served[1]["ETag"])
+
+
+def test_the_read_returns_the_row_or_none(publisher: Publisher) -> None:
+    publisher("etcd", "3.5.9")
+    etag, text = _index_row("etcd") or ("", "")
+    assert len(etag) == 64 and '"3.5.9"' in text
+    assert _index_row("nothing-here") is None
