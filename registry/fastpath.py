@@ -29,6 +29,8 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
+from django.db import DEFAULT_DB_ALIAS, connections
+
 from extensions.errors import VersionError
 from extensions.names import NAME_RE
 from extensions.oci import REPOSITORY_PREFIX
@@ -41,10 +43,10 @@ log = logging.getLogger(__name__)
 
 PREFIX = "/api/v1/index/"
 CACHE_CONTROL = "public, max-age=0, must-revalidate"
-# Read through the driver's own cursor (Django's cursor wrapper costs more than the query itself);
-# the placeholder is the driver's.
-_QUERY = "SELECT index_etag, index_json FROM registry_extension WHERE name = {}"
-_PLACEHOLDERS = {"sqlite": "?"}  # the others' (psycopg's) is %s
+# Read through the driver's own cursor (Django's cursor wrapper costs more than the query itself),
+# so in the driver's placeholder style: sqlite3's ?, psycopg's %s.
+_QUERY = "SELECT index_etag, index_json FROM registry_extension WHERE name = %s"
+_QUERIES = {"sqlite": _QUERY.replace("%s", "?")}
 
 __all__ = ["CACHE_CONTROL", "PREFIX", "BlobFastPath", "DownloadFastPath", "IndexFastPath", "etag_matches"]
 
@@ -57,15 +59,13 @@ def _index_row(name: str) -> tuple[str, str] | None:
     connection, through the driver's cursor. A database error is Django's (wrap_database_errors
     marks the connection, so that the request's fallback to the view, or the next request,
     replaces a broken one)."""
-    from django.db import connections
-
-    db = connections["default"]
+    db = connections[DEFAULT_DB_ALIAS]
     if db.connection is None:
         db.ensure_connection()
     with db.wrap_database_errors:
         cursor = db.connection.cursor()
         try:
-            cursor.execute(_QUERY.format(_PLACEHOLDERS.get(db.vendor, "%s")), (name,))
+            cursor.execute(_QUERIES.get(db.vendor, _QUERY), (name,))
             row: tuple[str, str] | None = cursor.fetchone()
         finally:
             cursor.close()
