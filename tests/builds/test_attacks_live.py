@@ -53,14 +53,20 @@ def token(registry: LiveRegistry) -> str:
 
 
 class Health:
-    """Polls /healthz on its own connection while an attack runs; the slowest answer it saw."""
+    """Polls /healthz on its own connection while an attack runs; the slowest answer it saw.
+
+    Beside it, a control thread that only sleeps records how late the machine woke it (`stall`):
+    a test machine busy with other tests can pause every process for a moment, the registry's
+    included, and that pause is the machine's, not the attack's."""
 
     def __init__(self, url: str) -> None:
         self.url = url
         self.slowest = 0.0
+        self.stall = 0.0
         self.failures: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._control = threading.Thread(target=self._tick, daemon=True)
 
     def _poll(self) -> None:
         with httpx.Client(timeout=10) as http:
@@ -75,13 +81,21 @@ class Health:
                 self.slowest = max(self.slowest, time.monotonic() - started)
                 self._stop.wait(0.05)
 
+    def _tick(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            time.sleep(0.01)
+            self.stall = max(self.stall, time.monotonic() - started - 0.01)
+
     def __enter__(self) -> Health:
         self._thread.start()
+        self._control.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(15)
+        self._control.join(15)
 
 
 def manifest(name: str, extra: str = "") -> bytes:
@@ -111,8 +125,13 @@ def attack(registry: LiveRegistry, token: str, data: bytes, *, source: bool = Fa
             time.sleep(0.2)
             build = http.get(f"/api/v1/builds/{build['id']}/").json()["data"]
     assert not health.failures, health.failures
-    # Within a second (plus what a busy test machine adds to any request, measured just before).
-    assert health.slowest < 1.0 + quiet.slowest, f"/healthz took {health.slowest:.2f} s during the attack"
+    # Within a second, plus what a busy test machine adds to any request: measured just before, and
+    # as the longest pause the machine gave a thread that only sleeps, during the attack.
+    allowed = 1.0 + quiet.slowest + health.stall
+    assert health.slowest < allowed, (
+        f"/healthz took {health.slowest:.2f} s during the attack (allowed {allowed:.2f} s: 1 s, plus "
+        f"{quiet.slowest:.2f} s for a request unattacked and {health.stall:.2f} s the machine stalled)"
+    )
     return build, health
 
 
