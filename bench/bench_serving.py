@@ -157,6 +157,13 @@ def _check(target: Target, expected: dict[str, str]) -> None:
             raise RuntimeError(f"{target.server}: GET {path} served other bytes")
 
 
+def _pid(registry: Any) -> int:
+    """The started registry's server process (its process group: master and workers)."""
+    assert registry.process is not None, "the registry is not started"
+    pid: int = registry.process.pid
+    return pid
+
+
 def _write_paths(workdir: Path, server: str, scenario: str, paths: list[str]) -> Path:
     target = workdir / "paths" / f"{server}-{scenario}.txt"
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -278,9 +285,9 @@ def run(ctx: Context) -> list[Row]:
                     "nginx": [f"/files/{f}" for f in filenames],
                 }
             where = {
-                "ours": (ours.url, [ours.process.pid]),
-                "granian": (granian.url, [granian.process.pid]),
-                "nginx-front": (f"http://{HOST}:{front_port}", [*ngx_pgid, front.process.pid]),
+                "ours": (ours.url, [_pid(ours)]),
+                "granian": (granian.url, [_pid(granian)]),
+                "nginx-front": (f"http://{HOST}:{front_port}", [*ngx_pgid, _pid(front)]),
                 "pypiserver": (f"http://{HOST}:{pypi_port}", pypi.pgids),
                 "devpi": (f"http://{HOST}:{devpi_port}", devpi.pgids),
                 "nginx": (f"http://{HOST}:{static_port}", ngx_pgid),
