@@ -16,8 +16,9 @@ The child:
   (``memory_bytes``), a file-size limit (``file_bytes``), an open-files limit (``open_files``) and
   no core dumps; plus a CPU-time limit per *step* (``cpu_seconds``): the function announces each
   step (archive inspection, a content check of one file, README rendering, ...) with
-  `Progress.step`, which moves the soft ``RLIMIT_CPU`` to "CPU used so far + the step's budget",
-  so a step past its budget is killed by ``SIGXCPU``;
+  `Progress.step`, which starts a CPU-time timer of the step's budget (``ITIMER_PROF``: a step
+  past its budget is killed by ``SIGPROF``) and moves the soft ``RLIMIT_CPU`` to "CPU used so far
+  + the step's budget", rounded up to whole seconds, as a backstop (``SIGXCPU``);
 - runs in a network namespace of its own (no network at all) where the platform allows it
   (Linux, with the privilege to unshare); where it cannot, it says so in `SandboxResult.isolated`;
 - writes nothing to the caller's standard streams (its own go to ``/dev/null``) and sends back at
@@ -222,6 +223,14 @@ def _set_cpu_budget(seconds: float) -> None:
     if hard != resource.RLIM_INFINITY:
         soft = min(soft, hard)
     resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+    _start_cpu_timer(seconds)
+
+
+def _start_cpu_timer(seconds: float) -> None:
+    """RLIMIT_CPU counts whole seconds, so a step could run up to a second past its budget: a
+    profiling timer, which counts this process's CPU time finely, stops it on time (``SIGPROF``,
+    whose default action ends the process). The limit stays as the backstop."""
+    signal.setitimer(signal.ITIMER_PROF, seconds)
 
 
 def _isolate_network() -> bool:
@@ -242,11 +251,12 @@ def _confine(limits: SandboxLimits) -> bool:
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
     os.close(devnull)
-    for sig in (signal.SIGXCPU, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
+    for sig in (signal.SIGXCPU, signal.SIGPROF, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_DFL)
     isolated = _isolate_network() if limits.isolate_network else False
     total_cpu = math.ceil(limits.wall_seconds) + 1  # a hard cap: the soft limit moves per step
     resource.setrlimit(resource.RLIMIT_CPU, (min(math.ceil(limits.cpu_seconds), total_cpu), total_cpu))
+    _start_cpu_timer(limits.cpu_seconds)
     resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
@@ -628,7 +638,7 @@ def run_sandboxed(
         status = run.status
         if status is not None and status >= 0 and os.WIFSIGNALED(status):
             number = os.WTERMSIG(status)
-            if number == signal.SIGXCPU:
+            if number in (signal.SIGXCPU, signal.SIGPROF):
                 raise _exceeded(current, "cpu", limits)
             if number in (signal.SIGKILL, signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS):
                 raise _exceeded(current, "memory_or_crash", limits)

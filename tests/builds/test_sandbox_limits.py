@@ -43,8 +43,9 @@ def test_a_check_past_its_cpu_budget_fails_the_build_naming_the_file(
     client: Client, token: str, tmp_path: Path, settings: Any
 ) -> None:
     settings.REGISTRY_SANDBOX_CPU_SECONDS = 1
-    # 2 MB that takes the TOML parser seconds but gzip (the rebuild step, before it) milliseconds.
-    path = package(tmp_path, "heavy", "1.0.0", extra_files={"data/big.toml": "x = [" + "1," * 1_000_000 + "1]\n"})
+    # 6 MB that takes the TOML parser seconds (4.6 s of CPU on a fast machine here) but gzip (the
+    # rebuild step, before it) milliseconds.
+    path = package(tmp_path, "heavy", "1.0.0", extra_files={"data/big.toml": "x = [" + "1," * 3_000_000 + "1]\n"})
     started = time.monotonic()
     error, build = failed(client, token, path)
     assert error["code"] == "invalid_archive"

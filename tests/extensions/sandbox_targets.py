@@ -26,6 +26,18 @@ def spin(*, progress: Progress, budget: float) -> None:
         pass
 
 
+def spin_telling_its_cpu(*, progress: Progress, budget: float) -> None:
+    """Spins, telling the caller every 20 ms of CPU how much CPU the step has used."""
+    progress.step("content check", "templates/x.j2", cpu_seconds=budget)
+    started = time.process_time()
+    told = started
+    while True:
+        now = time.process_time()
+        if now - told >= 0.02:
+            progress.send({"type": "note", "cpu": now - started})
+            told = now
+
+
 def backtrack(*, progress: Progress) -> None:
     progress.step("[build] pattern matching", "build.include[0]")
     re.match(r"(a*)*b", "a" * 40)  # catastrophic backtracking inside the C regex engine

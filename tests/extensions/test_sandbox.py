@@ -49,6 +49,16 @@ def test_a_step_past_its_cpu_budget_is_killed_and_named_with_its_file() -> None:
     assert time.monotonic() - started < 30  # killed, not left spinning (1 s of CPU, on a busy machine)
 
 
+def test_a_step_is_stopped_at_its_budget_not_at_the_next_whole_second() -> None:
+    # RLIMIT_CPU counts whole seconds: alone, it would let a 0.5 s step spin to 1 s of CPU.
+    events: list[dict[str, object]] = []
+    with pytest.raises(SandboxLimitExceeded) as caught:
+        run_sandboxed(f"{T}.spin_telling_its_cpu", {"budget": 0.5}, limits=LIMITS, on_event=events.append)
+    assert str(caught.value).startswith("content check of templates/x.j2 exceeded 0.5 s of CPU")
+    used = [float(str(e["cpu"])) for e in events if "cpu" in e]
+    assert 0.4 < used[-1] < 0.6, used[-5:]
+
+
 def test_catastrophic_backtracking_inside_the_regex_engine_is_stopped_by_the_cpu_limit() -> None:
     error = exceeded("backtrack", SandboxLimits(cpu_seconds=1, wall_seconds=20))
     assert str(error).startswith("[build] pattern matching of build.include[0] exceeded 1 s of CPU")
