@@ -223,13 +223,9 @@ def _set_cpu_budget(seconds: float) -> None:
     if hard != resource.RLIM_INFINITY:
         soft = min(soft, hard)
     resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
-    _start_cpu_timer(seconds)
-
-
-def _start_cpu_timer(seconds: float) -> None:
-    """RLIMIT_CPU counts whole seconds, so a step could run up to a second past its budget: a
-    profiling timer, which counts this process's CPU time finely, stops it on time (``SIGPROF``,
-    whose default action ends the process). The limit stays as the backstop."""
+    # RLIMIT_CPU counts whole seconds, so a step could run up to a second past its budget: a
+    # profiling timer, which counts this process's CPU time finely, stops it on time (SIGPROF,
+    # whose default action ends the process). The limit stays as the backstop.
     signal.setitimer(signal.ITIMER_PROF, seconds)
 
 
@@ -255,8 +251,8 @@ def _confine(limits: SandboxLimits) -> bool:
         signal.signal(sig, signal.SIG_DFL)
     isolated = _isolate_network() if limits.isolate_network else False
     total_cpu = math.ceil(limits.wall_seconds) + 1  # a hard cap: the soft limit moves per step
-    resource.setrlimit(resource.RLIMIT_CPU, (min(math.ceil(limits.cpu_seconds), total_cpu), total_cpu))
-    _start_cpu_timer(limits.cpu_seconds)
+    resource.setrlimit(resource.RLIMIT_CPU, (total_cpu, total_cpu))
+    _set_cpu_budget(limits.cpu_seconds)  # the budget until the function announces its first step
     resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
