@@ -538,7 +538,7 @@ def _tool_death(tool: str, returncode: int) -> None:
     if returncode >= 0:
         return
     number = -returncode
-    if number == signal.SIGXCPU:
+    if number in (signal.SIGXCPU, signal.SIGPROF):
         raise _CheckFailed(f"{tool} was stopped: it exceeded the CPU time allowed for one check")
     name = signal.Signals(number).name if number in signal.Signals._value2member_map_ else f"signal {number}"
     raise _CheckFailed(f"{tool} was stopped by {name}: it exceeded the memory allowed for one check, or crashed")

@@ -199,8 +199,11 @@ class Progress:
 
     def tool_preexec(self) -> Callable[[], None]:
         """For ``subprocess``'s ``preexec_fn``: a tool gets the current step's CPU budget of its own
-        (its other limits are inherited)."""
-        budget = math.ceil(self.current.get("cpu_seconds") or self._limits.cpu_seconds)
+        (its other limits are inherited). As for a step, a timer stops it on time (``SIGPROF``:
+        timers are not inherited across fork, so it is started in the tool's child, and an exec
+        keeps it) and ``RLIMIT_CPU``, in whole seconds, is the backstop."""
+        seconds = self.current.get("cpu_seconds") or self._limits.cpu_seconds
+        budget = math.ceil(seconds)
 
         def limit() -> None:
             _, hard = resource.getrlimit(resource.RLIMIT_CPU)
@@ -208,6 +211,7 @@ class Progress:
                 resource.setrlimit(resource.RLIMIT_CPU, (budget, budget + 1))
             else:
                 resource.setrlimit(resource.RLIMIT_CPU, (min(budget, hard), hard))
+            signal.setitimer(signal.ITIMER_PROF, seconds)
 
         return limit
 

@@ -7,6 +7,7 @@ import os
 import re
 import socket
 import subprocess
+import sys
 import time
 from typing import Any
 
@@ -36,6 +37,28 @@ def spin_telling_its_cpu(*, progress: Progress, budget: float) -> None:
         if now - told >= 0.02:
             progress.send({"type": "note", "cpu": now - started})
             told = now
+
+
+# A tool that spins, printing its CPU time every 20 ms of it.
+_SPINNING_TOOL = """
+import sys, time
+told = 0.0
+while True:
+    now = time.process_time()
+    if now - told >= 0.02:
+        print(now, flush=True)
+        told = now
+"""
+
+
+def tool_spinning(*, progress: Progress, budget: float) -> dict[str, Any]:
+    """Runs a spinning tool as a check runs its tools; returns how it ended and its last CPU time."""
+    progress.step("content check", "check.nu", cpu_seconds=budget)
+    proc = subprocess.run(
+        [sys.executable, "-c", _SPINNING_TOOL], preexec_fn=progress.tool_preexec(), capture_output=True, text=True
+    )
+    told = proc.stdout.split()
+    return {"returncode": proc.returncode, "cpu": float(told[-1]) if told else None}
 
 
 def backtrack(*, progress: Progress) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -482,3 +484,25 @@ def test_checks_announce_each_file_before_checking_it(tmp_path: Path) -> None:
     seen: list[tuple[str, str]] = []
     run_content_checks(tmp_path, kcl=False, nu="", on_check=lambda check, path: seen.append((check, path)))
     assert seen == [("toml", "a.toml"), ("json", "b.json")]
+
+
+def test_a_tool_stopped_by_its_cpu_timer_fails_the_check_as_past_its_cpu_time(tmp_path: Path) -> None:
+    # The build sandbox's tool_preexec starts a CPU timer in the tool's child (SIGPROF past it).
+    _write(tmp_path, "nulib/e.nu", "export def f [] { 1 }\n")
+    spinning = tmp_path / "bin" / "nu"
+    spinning.parent.mkdir()
+    spinning.write_text("#!/bin/sh\nwhile :; do :; done\n")
+    spinning.chmod(0o755)
+
+    def start_timer() -> None:
+        signal.setitimer(signal.ITIMER_PROF, 0.2)
+
+    def preexec() -> Callable[[], None]:
+        return start_timer
+
+    report = run_content_checks(tmp_path, nu=str(spinning), kcl=False, tool_preexec=preexec)
+    result = _by_path(report)[("nushell", "nulib/e.nu")]
+    assert (result.status, result.message) == (
+        "failed",
+        "Nushell was stopped: it exceeded the CPU time allowed for one check",
+    )

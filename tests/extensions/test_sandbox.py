@@ -59,6 +59,14 @@ def test_a_step_is_stopped_at_its_budget_not_at_the_next_whole_second() -> None:
     assert 0.4 < used[-1] < 0.6, used[-5:]
 
 
+def test_a_tool_a_step_runs_is_stopped_at_the_step_s_budget_not_at_the_next_whole_second() -> None:
+    # Timers are not inherited across fork: the tool's child starts its own before exec.
+    ended = run("tool_spinning", budget=0.5)
+    assert isinstance(ended, dict)
+    assert ended["returncode"] == -signal.SIGPROF
+    assert 0.4 < ended["cpu"] < 0.6, ended
+
+
 def test_catastrophic_backtracking_inside_the_regex_engine_is_stopped_by_the_cpu_limit() -> None:
     error = exceeded("backtrack", SandboxLimits(cpu_seconds=1, wall_seconds=20))
     assert str(error).startswith("[build] pattern matching of build.include[0] exceeded 1 s of CPU")
