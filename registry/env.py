@@ -129,6 +129,34 @@ def env_url(name: str, default: str, schemes: tuple[str, ...]) -> str:
     return value
 
 
+def env_base_url(name: str) -> str:
+    """The URL the registry is reached at (``https://HOST[:PORT][/PATH]``, no trailing ``/``), or
+    empty: links and identities are built on it, so anything else stops start-up."""
+    value = env_str(name).rstrip("/")
+    if not value:
+        return value
+    allowed = (
+        "use http(s)://HOST[:PORT][/PATH] without credentials, query or fragment, such as https://registry.example.com"
+    )
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 (a port that is not a number raises here)
+    except ValueError:
+        parts = None
+    if (
+        parts is None
+        or parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or parts.username is not None
+        or parts.query
+        or parts.fragment
+        or "?" in value
+        or "#" in value
+    ):
+        raise ImproperlyConfigured(f"{name}={redact_url(value)!r} is not a base URL: {allowed}")
+    return value
+
+
 _URL_PREFIX = re.compile(r"^/([A-Za-z0-9._~-]+/)*$")
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from registry.env import (
     database_from_url,
+    env_base_url,
     env_bool,
     env_choice,
     env_data_dir,
@@ -37,7 +38,7 @@ if env_bool("REGISTRY_BEHIND_PROXY", False):
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
 # The public base URL of the registry, used in download URLs; empty means "from the request".
-REGISTRY_PUBLIC_URL = env_str("REGISTRY_PUBLIC_URL", "").rstrip("/")
+REGISTRY_PUBLIC_URL = env_base_url("REGISTRY_PUBLIC_URL")
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -120,6 +120,11 @@ def test_postgres_urls_are_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
         ("CACHE_URL", "foo://x", "use redis://, rediss://, unix://"),
         ("CELERY_BROKER_URL", "nope", "use redis://"),
         ("CELERY_BROKER_URL", "redis://:hunter2@h:6379/0x", None),  # a well-formed URL passes
+        ("REGISTRY_PUBLIC_URL", "notaurl", "use http(s)://HOST[:PORT][/PATH]"),
+        ("REGISTRY_PUBLIC_URL", "ftp://registry.example.com", "is not a base URL"),
+        ("REGISTRY_PUBLIC_URL", "https://registry.example.com:port", "is not a base URL"),
+        ("REGISTRY_PUBLIC_URL", "https://registry.example.com/?a=1", "is not a base URL"),
+        ("REGISTRY_PUBLIC_URL", "https://registry.example.com/mirror/", None),
     ],
 )
 def test_urls_and_log_levels_are_checked_at_start_up(tmp_path: Path, name: str, value: str, needle: str | None) -> None:
