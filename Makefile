@@ -73,7 +73,10 @@ migrate: install
 	$(PY) manage.py migrate --noinput -v 0
 	$(PY) manage.py collectstatic --noinput -v 0
 
+# The signed index's keys and metadata first (on first start), so that the examples' builds sign
+# their provenance and index entries as they publish.
 examples: migrate
+	@$(PY) manage.py trust init --if-missing
 	$(PY) manage.py publish --skip-existing extensions/providers/* extensions/taskservs/* extensions/clusters/*
 
 # Before anything touches the data: a registry already serving on PORT is said in one line.
@@ -81,7 +84,6 @@ port-free:
 	@$(PY) -c "import socket, sys; s = socket.socket(); busy = s.connect_ex(('127.0.0.1', $(PORT))) == 0; sys.exit('port $(PORT) on 127.0.0.1 is in use (another registry?): stop it, or run make run PORT=8001; nothing was changed' if busy else 0)"
 
 run: install tools port-free migrate examples
-	@$(PY) manage.py trust init --if-missing   # the signed index's keys and metadata, on first start
 	@$(PY) manage.py reapbuilds >/dev/null   # builds a previous run left running (no beat here)
 	@$(PY) manage.py sweepstorage >/dev/null
 	@echo "serving the registry on http://127.0.0.1:$(PORT) (Ctrl-C stops it)"
