@@ -7,9 +7,11 @@ Every storage failure is raised as `StorageUnavailable`, so a publish fails clea
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 from collections.abc import Iterator
 from datetime import datetime
+from pathlib import Path
 from typing import IO, Any, cast
 
 from django.conf import settings
@@ -60,6 +62,22 @@ def _call(what: str, func: Any, *args: Any) -> Any:
     except _ERRORS as exc:
         log.warning("storage %s failed: %s", what, exc.__class__.__name__)
         raise StorageUnavailable() from exc
+
+
+def probe() -> None:
+    """Raises `StorageUnavailable` unless the packages storage can serve and take objects: S3 must
+    answer a HEAD; the files storage's directory must be a directory this process can read and
+    write (made, as its first write would, when it is not there yet; not a file in its place, nor
+    a read-only mount)."""
+    store = _storage()
+    if is_s3():
+        exists("healthz-probe")
+        return
+    location = Path(store.location)  # type: ignore[attr-defined]
+    _call("probe", os.makedirs, location, 0o755, True)
+    if not (location.is_dir() and os.access(location, os.R_OK | os.W_OK | os.X_OK)):
+        log.warning("storage probe failed: %s is not a readable and writable directory", location)
+        raise StorageUnavailable()
 
 
 def exists(key: str) -> bool:

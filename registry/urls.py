@@ -114,9 +114,14 @@ urlpatterns = [
     path(f"{api}extensions/<str:type>/<str:name>", catalog.ProvidedLookupApi.as_view(), name="extension-lookup"),
     path(f"{api}schema/extension.json", schema.ManifestSchemaApi.as_view(), name="manifest-schema"),
     path("metrics", metrics.metrics_view(extra=[build_metrics.BuildCollector()]), name="metrics"),
-    # GET and HEAD only: OPTIONS would be DRF's metadata document, outside the envelope (a 405 in it).
+    # GET and HEAD only: OPTIONS would be DRF's metadata document, outside the envelope (a 405 in it);
+    # on the docs page, rendered through its HTML template, which has none for it (a 500).
     path(f"{api}openapi.json", SpectacularJSONAPIView.as_view(http_method_names=["get", "head"]), name="openapi"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="openapi"), name="api-docs"),
+    path(
+        "api/docs/",
+        SpectacularSwaggerView.as_view(url_name="openapi", http_method_names=["get", "head"]),
+        name="api-docs",
+    ),
     path("admin/", admin.site.urls),
     # OCI distribution, pull side (SPEC 7): every path under /v2 (registry.apis.oci).
     *oci.urlpatterns,

@@ -36,7 +36,7 @@ from extensions.kinds import TYPES, plural, singular
 from extensions.manifest import is_valid_keyword
 from extensions.names import is_valid_name
 from extensions.versions import SemVer
-from registry import depgraph, exception_handler, pictures, selectors
+from registry import depgraph, exception_handler, pictures, selectors, storage
 from registry.apis.base import base_url
 from registry.apis.catalog import MAX_CATEGORY_CHARS, MAX_QUERY_CHARS
 from registry.apis.shapes import download_url
@@ -95,9 +95,7 @@ _STATIC_DIR = Path(__file__).resolve().parent / "static" / "registry"
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
-    """Liveness: the database answers and package storage is reachable."""
-    from django.core.files.storage import storages
-
+    """Liveness: the database answers and package storage is reachable (registry.storage.probe)."""
     checks: dict[str, str] = {}
     try:
         with connection.cursor() as cursor:
@@ -107,7 +105,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
         log.exception("health check: database")
         checks["database"] = "unavailable"
     try:
-        storages["packages"].exists("healthz-probe")
+        storage.probe()
         checks["storage"] = "ok"
     except Exception:
         log.exception("health check: storage")

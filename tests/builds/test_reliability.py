@@ -148,6 +148,26 @@ def test_storage_going_down_between_upload_and_store_fails_the_build_and_leaves_
     assert keys == []  # neither the package nor the staged upload
 
 
+# --- package files storage unusable -------------------------------------------------------------------
+
+
+def test_healthz_says_so_when_the_packages_directory_cannot_be_used(
+    client: Client, db: None, private_storage: Path
+) -> None:
+    assert client.get("/healthz").status_code == 200
+    private_storage.rmdir()
+    private_storage.write_text("not a directory")  # a failed mount, an operator's mistake
+    try:
+        health = client.get("/healthz")
+        assert health.status_code == 503
+        assert health.json()["data"] == {"status": "unhealthy", "checks": {"database": "ok", "storage": "unavailable"}}
+    finally:
+        private_storage.unlink()
+    # Not there yet (a new registry before its first publish): made, as the first write would.
+    assert client.get("/healthz").status_code == 200
+    assert private_storage.is_dir()
+
+
 # --- the database commit fails after the object was stored --------------------------------------------
 
 

@@ -261,6 +261,13 @@ def test_options_is_a_405_in_the_envelope(client: Client, db: None, path: str) -
     assert "OPTIONS" not in response["Allow"]
 
 
+@pytest.mark.parametrize("method", ["options", "post", "put", "patch", "delete"])
+def test_the_docs_page_answers_other_methods_with_a_405(client: Client, db: None, method: str) -> None:
+    response = getattr(client, method)("/api/docs/")
+    assert response.status_code == 405
+    assert set(response["Allow"].replace(" ", "").split(",")) == {"GET", "HEAD"}
+
+
 def test_text_inputs_refuse_other_json_types(client: Client, token: str) -> None:
     """No coercion: a number where a string is documented is a 400, as is "1" for a number."""
     headers = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
