@@ -97,6 +97,27 @@ def test_granian_answers_every_read_and_error_as_gunicorn_does(servers: tuple[Li
     assert hashlib.sha256(package).hexdigest() == detail["sha256"]
 
 
+def test_a_chunked_body_without_a_length_is_refused_saying_so_by_both_servers(
+    servers: tuple[LiveRegistry, LiveRegistry],
+) -> None:
+    """Django reads a body only as far as Content-Length says: a chunked one would reach the view
+    as empty ("requirements: This field is required"), so it is refused, saying why."""
+    for registry in servers:
+        for path in ("/api/v1/resolve", "/api/v1/extensions/", "/api/v1/tokens/"):
+            response = httpx.post(
+                f"{registry.url}{path}",
+                content=[b'{"requirements": ', b'["redis"]}'],  # an iterable: sent chunked, no length
+                headers={"Content-Type": "application/json"},
+                timeout=30,
+            )
+            assert response.status_code == 411, (registry.server, path, response.text)
+            error = response.json()["error"]
+            assert error["code"] == "length_required", error
+            assert "must come with a Content-Length header" in error["message"]
+        sized = httpx.post(f"{registry.url}/api/v1/resolve", json={"requirements": ["redis"]}, timeout=30)
+        assert sized.status_code == 200, sized.text
+
+
 def test_granian_takes_a_publish_through_the_api(servers: tuple[LiveRegistry, LiveRegistry], tmp_path: Path) -> None:
     gunicorn, granian = servers
     token = granian.createtoken("alice")
