@@ -57,3 +57,70 @@ class RegistrySchema(AutoSchema):
         if body:
             body["required"] = True  # every operation that takes a body needs one
         return body
+
+
+INDEX_PATH = "/api/v1/index/{name}"
+_INDEX_ENTRY = {
+    "type": "object",
+    "properties": {
+        "version": {"type": "string"},
+        "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+        "size": {"type": "integer"},
+        "yanked": {"type": "boolean"},
+        "type": {"type": "string"},
+        "dependencies": {"type": "object", "additionalProperties": {"type": "string"}},
+        "compatibility": {"type": "object", "additionalProperties": {"type": "string"}},
+        "provides": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}},
+        "published_at": {"type": "string", "format": "date-time"},
+    },
+    "required": ["version", "sha256", "size", "yanked", "dependencies"],
+}
+
+
+def add_index_document(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
+    """drf-spectacular postprocessing hook: ``GET /api/v1/index/{name}``, a plain Django view
+    (registry.apis.resolve.index_document, answered before Django by registry.fastpath), which the
+    generator does not see. Anyone may read it: no token is asked for, none is throttled."""
+    schemas = result.setdefault("components", {}).setdefault("schemas", {})
+    schemas["IndexDocumentEnvelope"] = {
+        "type": "object",
+        "properties": {
+            "success": {"type": "boolean", "enum": [True]},
+            "data": {
+                "type": "object",
+                "properties": {
+                    "format": {"type": "integer"},
+                    "name": {"type": "string"},
+                    "versions": {"type": "array", "items": _INDEX_ENTRY},
+                },
+                "required": ["format", "name", "versions"],
+            },
+        },
+        "required": ["success", "data"],
+    }
+    error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}}
+    etag = {"ETag": {"schema": {"type": "string"}, "description": "the SHA-256 of the document, quoted"}}
+    result.setdefault("paths", {})[INDEX_PATH] = {
+        "get": {
+            "operationId": "index_document",
+            "summary": "An extension's index document",
+            "description": "Every version with sha256, size, yanked, dependencies, compatibility and "
+            "provides (canonical bytes: identical data, identical bytes). Also served as a static "
+            "file (index/NAME) and as a signed TUF target.",
+            "tags": ["index"],
+            "parameters": [
+                {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}},
+                {"name": "If-None-Match", "in": "header", "required": False, "schema": {"type": "string"}},
+            ],
+            "responses": {
+                "200": {
+                    "description": "the document",
+                    "headers": etag,
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/IndexDocumentEnvelope"}}},
+                },
+                "304": {"description": "not modified (If-None-Match matched the ETag)", "headers": etag},
+                "404": {"description": "no extension of that name", "content": error},
+            },
+        }
+    }
+    return result

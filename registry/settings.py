@@ -292,6 +292,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "registry.openapi.add_index_document"],
 }
 
 # --- Trusted publishing (OpenID Connect, SPEC 6.3) ----------------------------------------------
