@@ -17,9 +17,7 @@ from django.http import HttpRequest
 
 from builds import workspace
 from registry.errors import BadRequest, RegistryError
-
-#: Room for the multipart framing around the file, beyond the package limit.
-MULTIPART_SLACK = 64 * 1024
+from registry.requestbody import MULTIPART_SLACK
 
 
 def too_large(limit: int) -> RegistryError:

@@ -16,7 +16,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "not_acceptable": 406,
     "version_exists": 409,
     "name_taken": 409,
-    "length_required": 411,  # a body sent without Content-Length (registry.requestbody)
+    "length_required": 411,  # a body whose end the server cannot tell (registry.requestbody)
     "archive_too_large": 413,
     "unsupported_media_type": 415,
     "invalid_archive": 422,

@@ -6,6 +6,13 @@ from __future__ import annotations
 
 from django.conf import settings
 
+#: Everything under it is the JSON API: its errors are the SPEC envelope.
+API_PREFIX = "/api/"
+
+
+def is_api_path(path: str) -> bool:
+    return path.startswith(API_PREFIX)
+
 
 def etag_matches(header: str, etag: str) -> bool:
     """Whether an If-None-Match header value matches the (quoted) etag; weak tags compare equal."""

@@ -48,6 +48,7 @@ from registry.errors import (
     StorageUnavailable,
     is_database_outage,
 )
+from registry.httpheaders import is_api_path
 from registry.interface import interface_section
 from registry.kept import Kept
 from registry.models import Extension, Version
@@ -839,7 +840,7 @@ def version_page(request: HttpRequest, name: str, version: str) -> HttpResponseB
 
 
 def _is_api(request: HttpRequest) -> bool:
-    return request.path.startswith("/api/")
+    return is_api_path(request.path)
 
 
 def handler400(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:

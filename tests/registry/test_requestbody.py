@@ -1,0 +1,116 @@
+"""registry.requestbody: a body sent without a length reaches the application with one, bounded;
+what cannot be taken is refused saying why, in the envelope under /api/."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import pytest
+
+from registry.requestbody import MULTIPART_SLACK, with_sized_bodies
+
+
+class _Seen:
+    """The application behind: records the body and length it was given."""
+
+    def __init__(self) -> None:
+        self.body: bytes | None = None
+        self.length: str | None = None
+        self.stream: Any = None
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        self.length = environ.get("CONTENT_LENGTH")
+        self.stream = environ["wsgi.input"]
+        self.body = self.stream.read(int(self.length or 0))
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"ok"]
+
+
+class _Broken(io.RawIOBase):
+    """A body whose client went away after a few bytes."""
+
+    def __init__(self) -> None:
+        self.sent = False
+
+    def read(self, size: int = -1) -> bytes:
+        if self.sent:
+            raise OSError("connection reset by peer")
+        self.sent = True
+        return b"{"
+
+
+def _call(
+    body: Any, *, path: str = "/api/v1/resolve", terminated: bool = True, **extra: str
+) -> tuple[str, dict[str, str], bytes, _Seen]:
+    seen = _Seen()
+    answer: dict[str, Any] = {}
+    environ = {
+        "REQUEST_METHOD": "POST",
+        "PATH_INFO": path,
+        "HTTP_TRANSFER_ENCODING": "chunked",
+        "wsgi.input": io.BytesIO(body) if isinstance(body, bytes) else body,
+        "wsgi.input_terminated": terminated,
+        **extra,
+    }
+
+    def start_response(status: str, headers: list[tuple[str, str]]) -> None:
+        answer["status"], answer["headers"] = status, dict(headers)
+
+    result = with_sized_bodies(seen)(environ, start_response)
+    content = b"".join(result)
+    getattr(result, "close", lambda: None)()
+    return answer["status"], answer["headers"], content, seen
+
+
+@pytest.fixture(autouse=True)
+def _small_packages(settings: Any, tmp_path: Any) -> None:
+    settings.REGISTRY_MAX_PACKAGE_BYTES = 2 * 1024 * 1024
+    settings.REGISTRY_TMP_DIR = tmp_path
+
+
+def test_a_chunked_body_reaches_the_application_with_its_length_and_is_closed_after() -> None:
+    body = b"x" * (3 * 1024 * 1024 // 2)  # past what is kept in memory: spooled to a file
+    status, _, content, seen = _call(body)
+    assert (status, content) == ("200 OK", b"ok")
+    assert (seen.length, seen.body) == (str(len(body)), body)
+    assert seen.stream.closed
+
+
+def test_a_body_with_its_length_or_a_read_without_one_is_left_as_it_is() -> None:
+    status, _, _, seen = _call(b"{}", CONTENT_LENGTH="2")
+    assert (status, seen.length, seen.body) == ("200 OK", "2", b"{}")
+    status, _, _, seen = _call(b"", REQUEST_METHOD="GET")
+    assert (status, seen.length) == ("200 OK", None)
+
+
+def test_a_body_past_the_largest_package_is_refused_413_in_the_envelope() -> None:
+    limit = 2 * 1024 * 1024 + MULTIPART_SLACK
+    status, headers, content, seen = _call(b"x" * (limit + 1))
+    assert status == "413 Content Too Large" and seen.body is None
+    error = json.loads(content)["error"]
+    assert error["code"] == "archive_too_large"
+    assert f"larger than the limit of {limit} bytes" in error["message"]
+    assert headers["Connection"] == "close" and headers["X-Content-Type-Options"] == "nosniff"
+    status, _, _, seen = _call(b"x" * limit)  # exactly the limit is taken
+    assert status == "200 OK" and seen.length == str(limit)
+
+
+def test_a_body_whose_end_the_server_cannot_tell_is_refused_411() -> None:
+    status, headers, content, seen = _call(b"{}", terminated=False)
+    assert status == "411 Length Required" and seen.body is None
+    assert json.loads(content)["error"]["code"] == "length_required"
+    status, headers, content, _ = _call(b"{}", terminated=False, path="/publish/")
+    assert status == "411 Length Required" and headers["Content-Type"].startswith("text/plain")
+    assert b"send the body with its Content-Length" in content
+
+
+def test_a_body_cut_short_is_a_400() -> None:
+    status, _, content, seen = _call(_Broken())
+    assert status == "400 Bad Request" and seen.body is None
+    assert json.loads(content)["error"] == {
+        "code": "bad_request",
+        "message": "the request body was cut short",
+        "details": [],
+    }
