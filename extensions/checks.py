@@ -28,6 +28,8 @@ from functools import cache, partial
 from pathlib import Path
 from typing import Literal, cast
 
+from extensions.sandbox import CPU_LIMIT_SIGNALS
+
 Status = Literal["passed", "failed", "skipped"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -538,7 +540,7 @@ def _tool_death(tool: str, returncode: int) -> None:
     if returncode >= 0:
         return
     number = -returncode
-    if number in (signal.SIGXCPU, signal.SIGPROF):
+    if number in CPU_LIMIT_SIGNALS:
         raise _CheckFailed(f"{tool} was stopped: it exceeded the CPU time allowed for one check")
     name = signal.Signals(number).name if number in signal.Signals._value2member_map_ else f"signal {number}"
     raise _CheckFailed(f"{tool} was stopped by {name}: it exceeded the memory allowed for one check, or crashed")

@@ -53,7 +53,8 @@ INDEX_FORMAT = 1
 MAX_INDEX_BYTES = 16 * 1024 * 1024
 
 _SHA256_RE = re.compile(r"[0-9a-f]{64}", re.ASCII)
-_ENTRY_KEYS = (
+#: The keys of a version entry; every entry has the first five (REQUIRED_ENTRY_KEYS).
+ENTRY_KEYS = (
     "version",
     "sha256",
     "size",
@@ -64,6 +65,7 @@ _ENTRY_KEYS = (
     "provides",
     "published_at",
 )
+REQUIRED_ENTRY_KEYS = ENTRY_KEYS[:5]
 
 
 class IndexDocumentError(ExtensionError):
@@ -109,7 +111,7 @@ def render_index(name: str, versions: Iterable[Mapping[str, Any]]) -> bytes:
 def _render_entry(item: Mapping[str, Any], path: str) -> dict[str, Any]:
     if not isinstance(item, Mapping):
         raise IndexDocumentError(f"a version entry must be a mapping, not {type(item).__name__}", path=path)
-    missing = [key for key in _ENTRY_KEYS[:5] if key not in item]
+    missing = [key for key in REQUIRED_ENTRY_KEYS if key not in item]
     if missing:
         raise IndexDocumentError(
             f"a version entry needs {', '.join(missing)}; it has {', '.join(sorted(map(str, item))) or 'nothing'}",
@@ -307,7 +309,7 @@ def _load(data: bytes | str | Mapping[str, Any]) -> Mapping[str, Any]:
 def _parse_entry(name: str, entry: Any, path: str) -> Candidate:
     if not isinstance(entry, Mapping):
         raise IndexDocumentError("a version entry must be an object", path=path)
-    for key in _ENTRY_KEYS[:5]:
+    for key in REQUIRED_ENTRY_KEYS:
         if key not in entry:
             raise IndexDocumentError(f"a version entry needs {key!r}", path=f"{path}.{key}")
     if not isinstance(entry["version"], str):

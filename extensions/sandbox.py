@@ -201,7 +201,8 @@ class Progress:
         """For ``subprocess``'s ``preexec_fn``: a tool gets the current step's CPU budget of its own
         (its other limits are inherited). As for a step, a timer stops it on time (``SIGPROF``:
         timers are not inherited across fork, so it is started in the tool's child, and an exec
-        keeps it) and ``RLIMIT_CPU``, in whole seconds, is the backstop."""
+        keeps it) and ``RLIMIT_CPU``, in whole seconds, is the backstop. (A tool that handles
+        ``SIGPROF`` itself, as Go's runtime does, runs on to the backstop; Nushell and KCL do not.)"""
         seconds = self.current.get("cpu_seconds") or self._limits.cpu_seconds
         budget = math.ceil(seconds)
 
@@ -214,6 +215,10 @@ class Progress:
             signal.setitimer(signal.ITIMER_PROF, seconds)
 
         return limit
+
+
+#: The signals a process past its CPU budget dies of: the timer's (SIGPROF), the rlimit's (SIGXCPU).
+CPU_LIMIT_SIGNALS = frozenset({signal.SIGPROF, signal.SIGXCPU})
 
 
 def _cpu_used() -> float:
@@ -638,7 +643,7 @@ def run_sandboxed(
         status = run.status
         if status is not None and status >= 0 and os.WIFSIGNALED(status):
             number = os.WTERMSIG(status)
-            if number in (signal.SIGXCPU, signal.SIGPROF):
+            if number in CPU_LIMIT_SIGNALS:
                 raise _exceeded(current, "cpu", limits)
             if number in (signal.SIGKILL, signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS):
                 raise _exceeded(current, "memory_or_crash", limits)

@@ -136,25 +136,30 @@ def env_base_url(name: str) -> str:
     if not value:
         return value
     allowed = (
-        "use http(s)://HOST[:PORT][/PATH] without credentials, query or fragment, such as https://registry.example.com"
+        "use http(s)://HOST[:PORT][/PATH] without credentials, query, fragment, spaces or escapes, "
+        "such as https://registry.example.com"
     )
     try:
         parts = urlsplit(value)
-        parts.port  # noqa: B018 (a port that is not a number raises here)
+        port = parts.port  # a port that is not a number (or past 65535) raises here
     except ValueError:
-        parts = None
+        parts, port = None, None
     if (
         parts is None
         or parts.scheme not in ("http", "https")
         or not parts.hostname
         or parts.username is not None
-        or parts.query
-        or parts.fragment
-        or "?" in value
-        or "#" in value
+        or parts.netloc.endswith(":")
+        or port == 0
+        or _NOT_IN_A_BASE_URL.search(value)
     ):
         raise ImproperlyConfigured(f"{name}={redact_url(value)!r} is not a base URL: {allowed}")
-    return value
+    # Scheme and host in lower case: the URL is part of identities (the provenance builder id).
+    return f"{parts.scheme}://{parts.netloc.lower()}{parts.path}"
+
+
+#: Characters a base URL of the registry has no use for: a query, a fragment, whitespace, escapes.
+_NOT_IN_A_BASE_URL = re.compile(r'[?#%\\\s<>"{}|^`]')
 
 
 _URL_PREFIX = re.compile(r"^/([A-Za-z0-9._~-]+/)*$")

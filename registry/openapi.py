@@ -1,5 +1,6 @@
 """How the API appears in the OpenAPI document: its authenticators (drf-spectacular extensions,
-registered on import: registry.apis.base imports this module) and the schema class."""
+registered on import: registry.apis.base imports this module), the schema class, and the index
+document's operation, which a postprocessing hook adds (its view is a plain Django one)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from typing import Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
+
+from extensions.index import ENTRY_KEYS, REQUIRED_ENTRY_KEYS
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):
@@ -73,8 +76,9 @@ _INDEX_ENTRY = {
         "provides": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}},
         "published_at": {"type": "string", "format": "date-time"},
     },
-    "required": ["version", "sha256", "size", "yanked", "dependencies"],
+    "required": list(REQUIRED_ENTRY_KEYS),
 }
+assert set(_INDEX_ENTRY["properties"]) == set(ENTRY_KEYS), "the index entry's schema lost a key of its format"
 
 
 def add_index_document(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:

@@ -74,7 +74,7 @@ def probe() -> None:
         exists("healthz-probe")
         return
     location = Path(store.location)  # type: ignore[attr-defined]
-    _call("probe", os.makedirs, location, 0o755, True)
+    _call("probe", os.makedirs, location, 0o777, True)  # as the storage makes it (umask applies)
     if not (location.is_dir() and os.access(location, os.R_OK | os.W_OK | os.X_OK)):
         log.warning("storage probe failed: %s is not a readable and writable directory", location)
         raise StorageUnavailable()

@@ -125,6 +125,12 @@ def test_postgres_urls_are_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
         ("REGISTRY_PUBLIC_URL", "https://registry.example.com:port", "is not a base URL"),
         ("REGISTRY_PUBLIC_URL", "https://registry.example.com/?a=1", "is not a base URL"),
         ("REGISTRY_PUBLIC_URL", "https://registry.example.com/mirror/", None),
+        ("REGISTRY_PUBLIC_URL", "https://exa mple.com", "is not a base URL"),
+        ("REGISTRY_PUBLIC_URL", "https://registry.example.com%2f", "is not a base URL"),
+        ("REGISTRY_PUBLIC_URL", "https://registry.example.com:", "is not a base URL"),
+        ("REGISTRY_PUBLIC_URL", "https://registry.example.com:0", "is not a base URL"),
+        ("REGISTRY_PUBLIC_URL", "http://[::1]:8000", None),
+        ("REGISTRY_PUBLIC_URL", "http://registry:8000", None),
     ],
 )
 def test_urls_and_log_levels_are_checked_at_start_up(tmp_path: Path, name: str, value: str, needle: str | None) -> None:
