@@ -17,7 +17,9 @@ from django.http import HttpRequest
 
 from builds import workspace
 from registry.errors import BadRequest, RegistryError
-from registry.requestbody import MULTIPART_SLACK
+
+#: Room for the multipart framing around the file, beyond the package limit.
+MULTIPART_SLACK = 64 * 1024
 
 
 def too_large(limit: int) -> RegistryError:

@@ -1,16 +1,20 @@
 """Request bodies sent without a length. Django reads a body only as far as ``CONTENT_LENGTH``
 says, so a body sent with ``Transfer-Encoding: chunked`` (HTTP/1.1 allows it; httpx and requests
 send an iterator's body that way) would reach the views as empty. gunicorn and granian de-chunk
-such a body and say where it ends (``wsgi.input_terminated``): `with_sized_bodies` reads it into
-a spooled temporary file, at most the largest body the registry takes, and hands it on with its
-length, so the views see it as if it had been sent with one. A body past that limit is refused
-413 (``archive_too_large``); one whose end the server cannot tell, 411 (``length_required``)."""
+such a body and say where it ends (``wsgi.input_terminated``): `with_sized_bodies` reads it, at
+most ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (what a JSON body may be), into memory and hands it on with
+its length, so the views see it as if it had been sent with one.
+
+It is read before anyone is authenticated, so no more than that is: a larger body (a package
+upload) must come with its ``Content-Length``, which lets the endpoint refuse an unauthenticated or
+oversized upload before reading a byte of it. Such a body, or one whose end the server cannot
+tell, is refused 411 (``length_required``)."""
 
 from __future__ import annotations
 
+import io
 import json
-import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import IO, Any
 
 from django.conf import settings
@@ -19,19 +23,10 @@ from registry.exception_handler import error_body
 from registry.fastpath import StartResponse, WSGIApp
 from registry.httpheaders import is_api_path, middleware_headers
 
-#: Room for the multipart framing around an uploaded package, beyond the package limit.
-MULTIPART_SLACK = 64 * 1024
-#: What a body without a length may hold in memory before it goes to a temporary file.
-SPOOL_IN_MEMORY = 1024 * 1024
 _CHUNK = 64 * 1024
 #: Methods whose requests carry no body here: nothing is read for them, whatever their framing.
 BODILESS = frozenset({"GET", "HEAD", "OPTIONS"})
-_REASONS = {400: "Bad Request", 411: "Length Required", 413: "Content Too Large"}
-
-
-def largest_body() -> int:
-    """The largest request body the registry takes: a package at its limit, in multipart framing."""
-    return int(settings.REGISTRY_MAX_PACKAGE_BYTES) + MULTIPART_SLACK
+_REASONS = {400: "Bad Request", 411: "Length Required"}
 
 
 def with_sized_bodies(app: WSGIApp) -> WSGIApp:
@@ -50,25 +45,22 @@ def with_sized_bodies(app: WSGIApp) -> WSGIApp:
                 "this server cannot tell where a request body without a Content-Length header ends: "
                 "send the body with its Content-Length",
             )  # fmt: skip
-        limit = largest_body()
-        # Closed by _Closing once the answer is sent, or here on a refusal.
-        spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY, dir=str(settings.REGISTRY_TMP_DIR))  # noqa: SIM115
+        limit = int(settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+        body = io.BytesIO()
         try:
-            size = _copy(environ["wsgi.input"], spool, limit)
+            size = _copy(environ["wsgi.input"], body, limit)
         except (OSError, ValueError):  # the client went away, or sent broken chunks
-            spool.close()
             return _refuse(environ, start_response, 400, "bad_request", "the request body was cut short")
         if size > limit:
-            spool.close()
             return _refuse(
-                environ, start_response, 413, "archive_too_large",
-                f"the request body is larger than the limit of {limit} bytes (a package of at most "
-                f"{settings.REGISTRY_MAX_PACKAGE_BYTES} bytes, in multipart framing)",
+                environ, start_response, 411, "length_required",
+                f"a request body without a Content-Length header may hold at most {limit} bytes: "
+                "send a larger one (a package upload) with its Content-Length",
             )  # fmt: skip
-        spool.seek(0)
+        body.seek(0)
         environ["CONTENT_LENGTH"] = str(size)
-        environ["wsgi.input"] = spool
-        return _Closing(app(environ, start_response), spool)
+        environ["wsgi.input"] = body
+        return app(environ, start_response)
 
     return application
 
@@ -97,22 +89,3 @@ def _refuse(
     headers.append(("Connection", "close"))
     start_response(f"{status} {_REASONS[status]}", headers)
     return [body]
-
-
-class _Closing:
-    """The application's answer, closing the spooled body once the server has sent it."""
-
-    def __init__(self, answer: Iterable[bytes], spool: IO[bytes]) -> None:
-        self._answer = answer
-        self._spool = spool
-
-    def __iter__(self) -> Iterator[bytes]:
-        return iter(self._answer)
-
-    def close(self) -> None:
-        try:
-            close = getattr(self._answer, "close", None)
-            if close is not None:
-                close()
-        finally:
-            self._spool.close()

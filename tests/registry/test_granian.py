@@ -115,6 +115,18 @@ def test_a_chunked_body_is_taken_as_if_it_had_its_length_by_both_servers(
         )
         assert chunked.request.headers.get("Transfer-Encoding") == "chunked"
         assert (chunked.status_code, chunked.content) == (200, sized.content), registry.server
+        # Read before anyone is authenticated, so not past what a JSON body may be (2 MiB).
+        large = httpx.post(
+            f"{registry.url}/api/v1/resolve",
+            content=[b" " * 65536] * 40,
+            headers={"Content-Type": "application/json"},
+            timeout=30,
+        )
+        assert large.status_code == 411, (registry.server, large.text)
+        assert large.json()["error"]["message"].startswith(
+            "a request body without a Content-Length header may hold at most 2097152 bytes"
+        )
+        assert httpx.get(f"{registry.url}/healthz", timeout=30).status_code == 200  # and it goes on serving
 
     gunicorn, _ = servers
     token = gunicorn.createtoken("chunky")
