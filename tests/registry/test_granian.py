@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -130,7 +131,12 @@ def test_a_chunked_body_is_taken_as_if_it_had_its_length_by_both_servers(
 
     gunicorn, _ = servers
     token = gunicorn.createtoken("chunky")
-    built = build_extension(BASE_DIR / "extensions" / "taskservs" / "etcd" / "3.5.9", tmp_path)
+    # An extension of its own (etcd is another test's to publish), as docs/client.md makes my-etcd.
+    source = tmp_path / "chunky-etcd"
+    shutil.copytree(BASE_DIR / "extensions" / "taskservs" / "etcd" / "3.5.9", source)
+    manifest = source / "extension.toml"
+    manifest.write_text(manifest.read_text().replace('"etcd"', '"chunky-etcd"'))
+    built = build_extension(source, tmp_path / "dist")
     upload = httpx.Request(
         "POST", f"{gunicorn.url}/api/v1/extensions/", files={"file": (built.path.name, built.path.read_bytes())}
     )
