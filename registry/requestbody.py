@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterable
+from http import HTTPStatus
 from typing import IO, Any
 
 from django.conf import settings
@@ -26,7 +27,6 @@ from registry.httpheaders import is_api_path, middleware_headers
 _CHUNK = 64 * 1024
 #: Methods whose requests carry no body here: nothing is read for them, whatever their framing.
 BODILESS = frozenset({"GET", "HEAD", "OPTIONS"})
-_REASONS = {400: "Bad Request", 411: "Length Required"}
 
 
 def with_sized_bodies(app: WSGIApp) -> WSGIApp:
@@ -87,5 +87,5 @@ def _refuse(
     headers = [("Content-Type", content_type), ("Content-Length", str(len(body))), *middleware_headers()]
     # The body was not read (or not all of it): the connection cannot carry another request.
     headers.append(("Connection", "close"))
-    start_response(f"{status} {_REASONS[status]}", headers)
+    start_response(f"{status} {HTTPStatus(status).phrase}", headers)
     return [body]
