@@ -19,7 +19,10 @@ Servers, all started by the benchmark (each idle while another is measured):
 Load: wrk (Debian) ``-t2 -c16``, each connection cycling through every name or file of the
 scenario (bench/wrk_paths.lua); repetitions interleaved (every scenario on every server, then the
 next repetition); medians and ranges. Server CPU is the user + system time of the server's
-processes during the run, per request. `--quick` serves fewer, shorter, once.
+processes during the run, per request. The X-Accel target (a few per cent between two figures
+that vary more than that from run to run here) is the median of paired runs' ratios: each
+repetition's pair and ``accel_pairs`` more pairs run back to back. `--quick` serves fewer,
+shorter, once.
 """
 
 from __future__ import annotations
@@ -74,10 +77,14 @@ class Plan:
     seconds: int
     repetitions: int
     warm_seconds: int
+    # The X-Accel target compares two figures a few per cent apart whose runs vary by more than
+    # that here: it is the median of runs of the two taken back to back, this many pairs more
+    # (in alternating order, so that neither always runs second), each pair's ratio on its own.
+    accel_pairs: int
 
 
-FULL = Plan(extensions=500, versions=10, big=5, seconds=15, repetitions=3, warm_seconds=2)
-QUICK = Plan(extensions=40, versions=5, big=2, seconds=3, repetitions=1, warm_seconds=1)
+FULL = Plan(extensions=500, versions=10, big=5, seconds=15, repetitions=3, warm_seconds=2, accel_pairs=8)
+QUICK = Plan(extensions=40, versions=5, big=2, seconds=3, repetitions=1, warm_seconds=1, accel_pairs=0)
 
 
 @dataclass
@@ -307,6 +314,15 @@ def run(ctx: Context) -> list[Row]:
             for scenario in SCENARIOS:
                 for target in targets[scenario]:
                     samples.setdefault((scenario, target.server), []).append(_measure(target, plan.seconds))
+        big = {target.server: target for target in targets["big"]}
+        accel_ratios = [
+            fr.mb_per_s / ng.mb_per_s
+            for fr, ng in zip(samples[("big", "nginx-front")], samples[("big", "nginx")], strict=True)
+        ]
+        for pair in range(plan.accel_pairs):
+            order = ("nginx-front", "nginx") if pair % 2 else ("nginx", "nginx-front")
+            taken = {server: _measure(big[server], plan.seconds) for server in order}
+            accel_ratios.append(taken["nginx-front"].mb_per_s / taken["nginx"].mb_per_s)
         finished_at, machine_at_end = now(), machine()
     finally:
         if nginx is not None:
@@ -351,8 +367,13 @@ def run(ctx: Context) -> list[Row]:
                 INDEX_SHARE_OF_NGINX,
             ),
         ]
+    accel = statistics.median(accel_ratios)
+    accel_name = (
+        f"5 MB downloads: ours + nginx X-Accel / nginx MB/s, median of {len(accel_ratios)} paired runs "
+        f"[{min(accel_ratios):.2f}-{max(accel_ratios):.2f}]"
+    )
     checks += [
-        ("5 MB downloads: ours + nginx X-Accel / nginx MB/s", ratio("big", "nginx-front", "nginx"), ">= 0.95", 0.95),
+        (accel_name, accel, ">= 0.95", 0.95),
         ("index: nginx static index / nginx static", ratio("index", "nginx-front", "nginx"), ">= 0.90", 0.90),
     ]
 
