@@ -104,6 +104,22 @@ class DatabaseUnavailable(RegistryError):
     def __init__(self, message: str = "") -> None:
         super().__init__(message or "the registry's database is unavailable right now; try again in a few seconds")
 
+    @classmethod
+    def for_error(cls, exc: BaseException | None) -> DatabaseUnavailable:
+        """The 503 for a database error (``is_database_outage``): a statement the database stopped
+        at its ``statement_timeout`` or ``lock_timeout`` (DATABASE_URL's ``options``) says so."""
+        # Django raises its own OperationalError from the driver's error, which has the SQLSTATE.
+        if getattr(exc and exc.__cause__, "sqlstate", None) in TIMED_OUT_SQLSTATES:
+            return cls(
+                "the registry's database did not answer in time (a statement ran past the database's "
+                "statement_timeout or lock_timeout); try again in a few seconds"
+            )
+        return cls()
+
+
+#: PostgreSQL's query_canceled (statement_timeout) and lock_not_available (lock_timeout).
+TIMED_OUT_SQLSTATES = frozenset({"57014", "55P03"})
+
 
 def is_database_outage(exc: BaseException | None) -> bool:
     """Whether exc means the database cannot be reached (not a bug in a query): Django's
@@ -157,7 +173,7 @@ def classify_error(exc: BaseException, *, reference: str = "") -> ErrorInfo:
     if isinstance(exc, ExtensionError):
         return ErrorInfo("author", exc.code, str(exc), exc.details_list())
     if is_database_outage(exc):
-        outage = DatabaseUnavailable()
+        outage = DatabaseUnavailable.for_error(exc)
         return ErrorInfo("platform", outage.code, outage.message, [])
     where = f" ({reference})" if reference else ""
     return ErrorInfo(

@@ -64,7 +64,7 @@ def to_response(exc: Exception) -> Response:
     headers: dict[str, str] = {}
     if is_database_outage(exc):
         log.warning("database unavailable: %s", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-        exc = DatabaseUnavailable()
+        exc = DatabaseUnavailable.for_error(exc)
     if isinstance(exc, RegistryError) and exc.status == 503:
         headers["Retry-After"] = str(UNAVAILABLE_RETRY_AFTER)
     if isinstance(exc, RegistryError | ExtensionError):

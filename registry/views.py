@@ -889,7 +889,7 @@ def handler500(request: HttpRequest) -> HttpResponse:
     # Django calls this inside its `except`: the exception is the one being handled.
     error = sys.exc_info()[1]
     if is_database_outage(error):
-        return unavailable(request, DatabaseUnavailable())
+        return unavailable(request, DatabaseUnavailable.for_error(error))
     if isinstance(error, StorageUnavailable):
         return unavailable(request, error)
     if _is_api(request):
