@@ -95,9 +95,15 @@ class StorageUnavailable(RegistryError):
         )
 
 
+#: PostgreSQL's query_canceled (its statement_timeout, or a cancel) and lock_not_available (its
+#: lock_timeout): a statement the database stopped, not a database that is gone.
+TIMED_OUT_SQLSTATES = frozenset({"57014", "55P03"})
+
+
 class DatabaseUnavailable(RegistryError):
-    """The database cannot be reached (down, restarting, refusing connections): a 503 at once, never
-    a 500 or a hang; the request can be sent again."""
+    """The database cannot be reached (down, restarting, refusing connections), or it stopped a
+    statement for time (``is_database_timeout``): a 503 at once, never a 500 or a hang; the request
+    can be sent again."""
 
     code = "database_unavailable"
 
@@ -106,23 +112,26 @@ class DatabaseUnavailable(RegistryError):
 
     @classmethod
     def for_error(cls, exc: BaseException | None) -> DatabaseUnavailable:
-        """The 503 for a database error (``is_database_outage``): a statement the database stopped
-        at its ``statement_timeout`` or ``lock_timeout`` (DATABASE_URL's ``options``) says so."""
-        # Django raises its own OperationalError from the driver's error, which has the SQLSTATE.
-        if getattr(exc and exc.__cause__, "sqlstate", None) in TIMED_OUT_SQLSTATES:
+        """The 503 for a database error (``is_database_outage``); one the database stopped for
+        time says so."""
+        if is_database_timeout(exc):
             return cls(
-                "the registry's database did not answer in time (a statement ran past the database's "
-                "statement_timeout or lock_timeout); try again in a few seconds"
+                "the registry's database did not answer in time (it stopped a statement: its "
+                "statement_timeout, lock_timeout or a cancel); try again in a few seconds"
             )
         return cls()
 
 
-#: PostgreSQL's query_canceled (statement_timeout) and lock_not_available (lock_timeout).
-TIMED_OUT_SQLSTATES = frozenset({"57014", "55P03"})
+def is_database_timeout(exc: BaseException | None) -> bool:
+    """Whether exc is a statement the database stopped for time (DATABASE_URL's ``options`` set
+    PostgreSQL's statement_timeout and lock_timeout): Django's error, raised from the driver's,
+    which has the SQLSTATE. A slow statement may be a bug (a missing index): log it in full."""
+    cause = exc.__cause__ if exc is not None else None
+    return is_database_outage(exc) and getattr(cause, "sqlstate", None) in TIMED_OUT_SQLSTATES
 
 
 def is_database_outage(exc: BaseException | None) -> bool:
-    """Whether exc means the database cannot be reached (not a bug in a query): Django's
+    """Whether exc means the database cannot be reached or stopped a statement for time: Django's
     OperationalError (refused, dropped or terminated connections, a server shutting down) and
     InterfaceError (a connection already closed)."""
     from django.db import InterfaceError, OperationalError

@@ -16,17 +16,21 @@
   config blob, a range, a conditional request or object storage goes to the view.
 
 Each hands everything it does not serve — unknown names or versions, bad spellings, other methods,
-database or storage errors — to Django, whose view gives the proper error envelope. Tests check
+database or storage errors — to Django, whose view gives the proper error envelope; but a statement
+the database stopped for time (its statement_timeout) is answered 503 here, since the view would
+wait for the same statement again. Tests check
 that both paths give identical answers, headers included (Django's middleware headers are added
 here as the middleware would: registry.httpheaders).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from http import HTTPStatus
 from typing import IO, Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
@@ -36,7 +40,9 @@ from extensions.names import NAME_RE
 from extensions.oci import REPOSITORY_PREFIX
 from extensions.versions import SemVer
 from registry import delivery, services, storage
-from registry.httpheaders import etag_matches, middleware_headers
+from registry.errors import UNAVAILABLE_RETRY_AFTER, DatabaseUnavailable, is_database_timeout
+from registry.exception_handler import error_body
+from registry.httpheaders import etag_matches, is_api_path, middleware_headers
 from registry.indexdocs import document_body
 
 log = logging.getLogger(__name__)
@@ -72,6 +78,44 @@ def _index_row(name: str) -> tuple[str, str] | None:
     return row
 
 
+def answer_error(
+    environ: dict[str, Any],
+    start_response: StartResponse,
+    status: int,
+    code: str,
+    message: str,
+    headers: Sequence[tuple[str, str]] = (),
+) -> list[bytes]:
+    """An error the WSGI layer answers itself: the API's envelope under /api/, the OCI error
+    document under /v2/, plain text elsewhere; the middleware's headers and ``headers``."""
+    path = environ.get("PATH_INFO", "")
+    if is_api_path(path):
+        body, content_type = json.dumps(error_body(code, message)).encode(), "application/json"
+    elif path.startswith("/v2/"):
+        oci_code = "UNAVAILABLE" if status == 503 else "UNKNOWN"
+        body = json.dumps({"errors": [{"code": oci_code, "message": message, "detail": {}}]}).encode()
+        content_type, headers = "application/json", [*headers, OCI_API_VERSION]
+    else:
+        body, content_type = f"{message}\n".encode(), "text/plain; charset=utf-8"
+    sent = [("Content-Type", content_type), ("Content-Length", str(len(body))), *middleware_headers(), *headers]
+    start_response(f"{status} {HTTPStatus(status).phrase}", sent)
+    return [] if environ.get("REQUEST_METHOD") == "HEAD" else [body]
+
+
+def _fall_back(
+    exc: Exception, what: str, environ: dict[str, Any], start_response: StartResponse
+) -> Iterable[bytes] | None:
+    """After an error in a fast path: None, so that the view answers (and says what is wrong), or
+    the 503 for a statement the database stopped for time, which the view would wait for again."""
+    if not is_database_timeout(exc):
+        log.warning("%s fast path: falling back to the view", what, exc_info=exc)
+        return None
+    log.error("%s fast path: the database stopped a statement for time", what, exc_info=exc)
+    error = DatabaseUnavailable.for_error(exc)
+    retry = [("Retry-After", str(UNAVAILABLE_RETRY_AFTER))]
+    return answer_error(environ, start_response, 503, error.code, error.message, retry)
+
+
 class IndexFastPath:
     def __init__(self, app: WSGIApp) -> None:
         self.app = app
@@ -93,9 +137,8 @@ class IndexFastPath:
     ) -> Iterable[bytes] | None:
         try:
             row = _index_row(name)
-        except Exception:
-            log.warning("index fast path: falling back to the view", exc_info=True)
-            return None
+        except Exception as exc:  # noqa: BLE001 - _fall_back logs it and says who answers
+            return _fall_back(exc, "index", environ, start_response)
         if row is None or not row[1]:
             return None  # the view answers the 404 envelope
         etag = f'"{row[0]}"'
@@ -201,9 +244,8 @@ class DownloadFastPath:
                 handle = _open_package(ref)
                 if handle is None:
                     return None  # the view answers 503
-        except Exception:
-            log.warning("download fast path: falling back to the view", exc_info=True)
-            return None
+        except Exception as exc:  # noqa: BLE001 - _fall_back logs it and says who answers
+            return _fall_back(exc, "download", environ, start_response)
         if self._common is None:
             self._common = [("Allow", DOWNLOAD_ALLOW), *middleware_headers()]
         if reply.counted:
@@ -250,9 +292,8 @@ class BlobFastPath:
             handle = _open_package(ref) if ref is not None else None
             if ref is None or handle is None:
                 return None
-        except Exception:
-            log.warning("blob fast path: falling back to the view", exc_info=True)
-            return None
+        except Exception as exc:  # noqa: BLE001 - _fall_back logs it and says who answers
+            return _fall_back(exc, "blob", environ, start_response)
         if self._common is None:
             self._common = middleware_headers()
         digest = f"sha256:{ref.sha256}"

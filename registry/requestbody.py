@@ -13,16 +13,12 @@ tell, is refused 411 (``length_required``)."""
 from __future__ import annotations
 
 import io
-import json
 from collections.abc import Iterable
-from http import HTTPStatus
 from typing import IO, Any
 
 from django.conf import settings
 
-from registry.exception_handler import error_body
-from registry.fastpath import StartResponse, WSGIApp
-from registry.httpheaders import is_api_path, middleware_headers
+from registry.fastpath import StartResponse, WSGIApp, answer_error
 
 _CHUNK = 64 * 1024
 #: Methods whose requests carry no body here: nothing is read for them, whatever their framing.
@@ -80,12 +76,5 @@ def _copy(source: IO[bytes], target: IO[bytes], limit: int) -> int:
 def _refuse(
     environ: dict[str, Any], start_response: StartResponse, status: int, code: str, message: str
 ) -> list[bytes]:
-    if is_api_path(environ.get("PATH_INFO", "")):
-        body, content_type = json.dumps(error_body(code, message)).encode(), "application/json"
-    else:
-        body, content_type = f"{message}\n".encode(), "text/plain; charset=utf-8"
-    headers = [("Content-Type", content_type), ("Content-Length", str(len(body))), *middleware_headers()]
     # The body was not read (or not all of it): the connection cannot carry another request.
-    headers.append(("Connection", "close"))
-    start_response(f"{status} {HTTPStatus(status).phrase}", headers)
-    return [body]
+    return answer_error(environ, start_response, status, code, message, [("Connection", "close")])

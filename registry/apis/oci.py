@@ -32,7 +32,7 @@ from django.views.decorators.csrf import csrf_exempt
 from extensions.oci import INDEX_MEDIA_TYPE, REPOSITORY_PREFIX, accepts, is_tag
 from registry import oci, services, storage
 from registry.delivery import IMMUTABLE
-from registry.errors import StorageUnavailable
+from registry.errors import DatabaseUnavailable, StorageUnavailable, is_database_timeout
 from registry.fastpath import BLOB_MEDIA_TYPE, OCI_API_VERSION, etag_matches
 from registry.models import Version
 from registry.oci import OciError
@@ -77,9 +77,11 @@ def _endpoint(view: View) -> View:
             response = view(request, **kwargs)
         except OciError as exc:
             response = _error_response(exc, head=head)
-        except (StorageUnavailable, DatabaseError):
+        except (StorageUnavailable, DatabaseError) as exc:
             log.exception("OCI %s %s: the registry's storage or database is unavailable", request.method, request.path)
             message = "the registry is unavailable right now; try again later"
+            if is_database_timeout(exc):
+                message = DatabaseUnavailable.for_error(exc).message
             unavailable = OciError(503, "UNAVAILABLE", message, headers={"Retry-After": "5"})
             response = _error_response(unavailable, head=head)
         except Exception:
