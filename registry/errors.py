@@ -113,12 +113,12 @@ class DatabaseUnavailable(RegistryError):
     @classmethod
     def for_error(cls, exc: BaseException | None) -> DatabaseUnavailable:
         """The 503 for a database error (``is_database_outage``); one the database stopped for
-        time says so."""
-        if is_database_timeout(exc):
-            return cls(
-                "the registry's database did not answer in time (it stopped a statement: its "
-                "statement_timeout, lock_timeout or a cancel); try again in a few seconds"
-            )
+        time says so, and why."""
+        if exc is not None and is_database_timeout(exc):
+            # PostgreSQL's reason: "canceling statement due to statement timeout" (lock timeout,
+            # user request); it names no statement and no data.
+            reason = (str(exc.__cause__).splitlines() or ["a statement was stopped"])[0][:200]
+            return cls(f"the registry's database did not answer in time ({reason}); try again in a few seconds")
         return cls()
 
 

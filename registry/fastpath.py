@@ -85,14 +85,20 @@ def answer_error(
     code: str,
     message: str,
     headers: Sequence[tuple[str, str]] = (),
+    *,
+    compact: bool = False,
 ) -> list[bytes]:
-    """An error the WSGI layer answers itself: the API's envelope under /api/, the OCI error
-    document under /v2/, plain text elsewhere; the middleware's headers and ``headers``."""
+    """An error the WSGI layer answers itself: the API's envelope under /api/ (``compact`` as DRF's
+    views render it, else as Django's JsonResponse), the OCI error document under /v2/ (this
+    registry takes no writes there: UNSUPPORTED, or UNAVAILABLE for a 503), plain text elsewhere;
+    the middleware's headers and ``headers``."""
     path = environ.get("PATH_INFO", "")
     if is_api_path(path):
-        body, content_type = json.dumps(error_body(code, message)).encode(), "application/json"
+        separators = (",", ":") if compact else None
+        body = json.dumps(error_body(code, message), separators=separators).encode()
+        content_type = "application/json"
     elif path.startswith("/v2/"):
-        oci_code = "UNAVAILABLE" if status == 503 else "UNKNOWN"
+        oci_code = "UNAVAILABLE" if status == 503 else "UNSUPPORTED"
         body = json.dumps({"errors": [{"code": oci_code, "message": message, "detail": {}}]}).encode()
         content_type, headers = "application/json", [*headers, OCI_API_VERSION]
     else:
@@ -103,17 +109,24 @@ def answer_error(
 
 
 def _fall_back(
-    exc: Exception, what: str, environ: dict[str, Any], start_response: StartResponse
+    exc: Exception,
+    what: str,
+    environ: dict[str, Any],
+    start_response: StartResponse,
+    headers: Sequence[tuple[str, str]] = (),
+    *,
+    compact: bool = False,
 ) -> Iterable[bytes] | None:
     """After an error in a fast path: None, so that the view answers (and says what is wrong), or
-    the 503 for a statement the database stopped for time, which the view would wait for again."""
+    the view's 503 (``headers``, ``compact``: as that view answers) for a statement the database
+    stopped for time, which the view would wait for again."""
     if not is_database_timeout(exc):
         log.warning("%s fast path: falling back to the view", what, exc_info=exc)
         return None
     log.error("%s fast path: the database stopped a statement for time", what, exc_info=exc)
     error = DatabaseUnavailable.for_error(exc)
-    retry = [("Retry-After", str(UNAVAILABLE_RETRY_AFTER))]
-    return answer_error(environ, start_response, 503, error.code, error.message, retry)
+    sent = [*headers, ("Retry-After", str(UNAVAILABLE_RETRY_AFTER))]
+    return answer_error(environ, start_response, 503, error.code, error.message, sent, compact=compact)
 
 
 class IndexFastPath:
@@ -245,7 +258,8 @@ class DownloadFastPath:
                 if handle is None:
                     return None  # the view answers 503
         except Exception as exc:  # noqa: BLE001 - _fall_back logs it and says who answers
-            return _fall_back(exc, "download", environ, start_response)
+            allow = [("Allow", DOWNLOAD_ALLOW)]  # a DRF view's answer
+            return _fall_back(exc, "download", environ, start_response, allow, compact=True)
         if self._common is None:
             self._common = [("Allow", DOWNLOAD_ALLOW), *middleware_headers()]
         if reply.counted:

@@ -47,6 +47,7 @@ from registry.errors import (
     NotFound,
     StorageUnavailable,
     is_database_outage,
+    is_database_timeout,
 )
 from registry.httpheaders import is_api_path
 from registry.interface import interface_section
@@ -888,6 +889,8 @@ def handler404(request: HttpRequest, exception: Exception | None = None) -> Http
 def handler500(request: HttpRequest) -> HttpResponse:
     # Django calls this inside its `except`: the exception is the one being handled.
     error = sys.exc_info()[1]
+    if is_database_timeout(error):  # django.request logs the traceback
+        log.error("the database stopped a statement for time: %s %s", request.method, request.path[:200])
     if is_database_outage(error):
         return unavailable(request, DatabaseUnavailable.for_error(error))
     if isinstance(error, StorageUnavailable):

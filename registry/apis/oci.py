@@ -32,7 +32,7 @@ from django.views.decorators.csrf import csrf_exempt
 from extensions.oci import INDEX_MEDIA_TYPE, REPOSITORY_PREFIX, accepts, is_tag
 from registry import oci, services, storage
 from registry.delivery import IMMUTABLE
-from registry.errors import DatabaseUnavailable, StorageUnavailable, is_database_timeout
+from registry.errors import UNAVAILABLE_RETRY_AFTER, DatabaseUnavailable, StorageUnavailable, is_database_timeout
 from registry.fastpath import BLOB_MEDIA_TYPE, OCI_API_VERSION, etag_matches
 from registry.models import Version
 from registry.oci import OciError
@@ -78,11 +78,14 @@ def _endpoint(view: View) -> View:
         except OciError as exc:
             response = _error_response(exc, head=head)
         except (StorageUnavailable, DatabaseError) as exc:
-            log.exception("OCI %s %s: the registry's storage or database is unavailable", request.method, request.path)
             message = "the registry is unavailable right now; try again later"
+            what = "the registry's storage or database is unavailable"
             if is_database_timeout(exc):
                 message = DatabaseUnavailable.for_error(exc).message
-            unavailable = OciError(503, "UNAVAILABLE", message, headers={"Retry-After": "5"})
+                what = "the database stopped a statement for time"
+            log.exception("OCI %s %s: %s", request.method, request.path, what)
+            retry = {"Retry-After": str(UNAVAILABLE_RETRY_AFTER)}
+            unavailable = OciError(503, "UNAVAILABLE", message, headers=retry)
             response = _error_response(unavailable, head=head)
         except Exception:
             log.exception("OCI %s %s failed", request.method, request.path)

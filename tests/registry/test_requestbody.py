@@ -117,3 +117,12 @@ def test_a_body_cut_short_is_a_400() -> None:
         "message": "the request body was cut short",
         "details": [],
     }
+
+
+def test_under_v2_the_refusal_is_an_oci_error_document() -> None:
+    # This registry takes no writes under /v2/ (OCI pulls only): what an OCI client reads there.
+    status, headers, content, seen = _call(b"{}", terminated=False, path="/v2/extensions/etcd/blobs/uploads/")
+    assert status == "411 Length Required" and seen.body is None
+    [error] = json.loads(content)["errors"]
+    assert error["code"] == "UNSUPPORTED" and "Content-Length" in error["message"]
+    assert headers["Docker-Distribution-API-Version"] == "registry/2.0" and headers["Connection"] == "close"

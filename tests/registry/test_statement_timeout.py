@@ -14,11 +14,16 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
+from django.core.wsgi import get_wsgi_application
 from django.db import DatabaseError
 from django.db.utils import DatabaseErrorWrapper
 
 from registry.errors import DatabaseUnavailable, is_database_timeout
+from registry.fastpath import BlobFastPath, DownloadFastPath, IndexFastPath
 from tests.live_registry import LiveRegistry
+from tests.wsgi_calls import assert_same, both
+
+pytest_plugins = ["tests.factories"]
 
 TIMEOUT_MS = 500
 TIMED_OUT = "did not answer in time"
@@ -61,7 +66,8 @@ def test_requests_behind_a_lock_answer_503_after_one_wait_and_200_once_it_is_gon
                 if kind == "api":
                     error = answer.json()["error"]
                     assert error["code"] == "database_unavailable"
-                    assert TIMED_OUT in error["message"] and setting in error["message"], path
+                    # PostgreSQL's reason: "canceling statement due to statement timeout" (lock timeout)
+                    assert TIMED_OUT in error["message"] and setting.replace("_", " ") in error["message"], path
                 elif kind == "oci":
                     [error] = answer.json()["errors"]
                     assert error["code"] == "UNAVAILABLE" and TIMED_OUT in error["message"], path
@@ -106,3 +112,29 @@ def test_only_a_statement_stopped_for_time_is_said_to_be_one(driver_error: Excep
     assert (TIMED_OUT in message) is timed_out
     if not timed_out:
         assert message == DatabaseUnavailable().message
+
+
+@pytest.mark.parametrize(
+    ("path", "fast_path"),
+    [
+        ("/api/v1/index/etcd", IndexFastPath),
+        ("/api/v1/extensions/etcd/versions/3.5.9/download", DownloadFastPath),
+        ("/v2/extensions/etcd/blobs/sha256:{sha256}", BlobFastPath),
+    ],
+)
+def test_a_fast_paths_503_for_a_statement_stopped_for_time_is_its_views(
+    private_storage: Any, publisher: Any, monkeypatch: pytest.MonkeyPatch, path: str, fast_path: Any
+) -> None:
+    """Status, every header and the body: as the view answers the same timeout."""
+    sha256 = publisher("etcd", "3.5.9")["upload"]["sha256"]
+
+    def timed_out(*args: Any, **kwargs: Any) -> None:
+        raise _django_error(psycopg.errors.QueryCanceled("canceling statement due to statement timeout"))
+
+    django_app = get_wsgi_application()
+    with monkeypatch.context() as patch:  # undone before the test database's teardown queries
+        patch.setattr("django.db.backends.utils.CursorWrapper.execute", timed_out)
+        patch.setattr("registry.fastpath._index_row", timed_out)
+        view, fast = both((django_app, fast_path(django_app)), path.format(sha256=sha256))
+    assert view.status == 503 and TIMED_OUT in view.body.decode()
+    assert_same(view, fast)
