@@ -63,12 +63,12 @@ _DRF_CODES: list[tuple[type[Exception], str]] = [
 def to_response(exc: Exception) -> Response:
     """The envelope response for any exception (the DRF handler and plain views both use it)."""
     headers: dict[str, str] = {}
-    if is_database_timeout(exc):
-        # Maybe a statement that is slow for a reason (a missing index): where it was, in full.
-        log.error("the database stopped a statement for time", exc_info=exc)
-    elif is_database_outage(exc):
-        log.warning("database unavailable: %s", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
     if is_database_outage(exc):
+        if is_database_timeout(exc):
+            # Maybe a statement that is slow for a reason (a missing index): where it was, in full.
+            log.error("the database stopped a statement for time", exc_info=exc)
+        else:
+            log.warning("database unavailable: %s", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         exc = DatabaseUnavailable.for_error(exc)
     if isinstance(exc, RegistryError) and exc.status == 503:
         headers["Retry-After"] = str(UNAVAILABLE_RETRY_AFTER)

@@ -17,10 +17,10 @@
 
 Each hands everything it does not serve — unknown names or versions, bad spellings, other methods,
 database or storage errors — to Django, whose view gives the proper error envelope; but a statement
-the database stopped for time (its statement_timeout) is answered 503 here, since the view would
-wait for the same statement again. Tests check
-that both paths give identical answers, headers included (Django's middleware headers are added
-here as the middleware would: registry.httpheaders).
+the database stopped for time (its statement_timeout) is answered 503 here, as the view would, since
+the view would wait for the same statement again. Tests check that both paths give identical
+answers, headers included (Django's middleware headers are added here as the middleware would:
+registry.httpheaders).
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from registry.errors import UNAVAILABLE_RETRY_AFTER, DatabaseUnavailable, is_dat
 from registry.exception_handler import error_body
 from registry.httpheaders import etag_matches, is_api_path, middleware_headers
 from registry.indexdocs import document_body
+from registry.oci import OciError
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +99,7 @@ def answer_error(
         body = json.dumps(error_body(code, message), separators=separators).encode()
         content_type = "application/json"
     elif path.startswith("/v2/"):
-        oci_code = "UNAVAILABLE" if status == 503 else "UNSUPPORTED"
-        body = json.dumps({"errors": [{"code": oci_code, "message": message, "detail": {}}]}).encode()
+        body = OciError(status, "UNAVAILABLE" if status == 503 else "UNSUPPORTED", message).body()
         content_type, headers = "application/json", [*headers, OCI_API_VERSION]
     else:
         body, content_type = f"{message}\n".encode(), "text/plain; charset=utf-8"

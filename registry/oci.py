@@ -28,6 +28,7 @@ from its app's ``AppConfig.ready()`` (the provenance's: `registry.provenance.ref
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -84,6 +85,10 @@ class OciError(Exception):
         self.message = message
         self.detail = detail if detail is not None else {}
         self.headers = headers or {}
+
+    def body(self) -> bytes:
+        """OCI's error document for it."""
+        return json.dumps({"errors": [{"code": self.code, "message": self.message, "detail": self.detail}]}).encode()
 
 
 # --- repositories -----------------------------------------------------------------------------------

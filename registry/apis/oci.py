@@ -49,8 +49,7 @@ View = Callable[..., HttpResponseBase]
 
 
 def _error_response(exc: OciError, *, head: bool) -> HttpResponse:
-    body = json.dumps({"errors": [{"code": exc.code, "message": exc.message, "detail": exc.detail}]})
-    response = HttpResponse(b"" if head else body.encode("utf-8"), status=exc.status, content_type=JSON)
+    response = HttpResponse(b"" if head else exc.body(), status=exc.status, content_type=JSON)
     for key, value in exc.headers.items():
         response[key] = value
     return response
