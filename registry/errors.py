@@ -107,8 +107,9 @@ class DatabaseUnavailable(RegistryError):
 
     code = "database_unavailable"
 
-    def __init__(self, message: str = "") -> None:
+    def __init__(self, message: str = "", *, timed_out: bool = False) -> None:
         super().__init__(message or "the registry's database is unavailable right now; try again in a few seconds")
+        self.timed_out = timed_out  # it answers, but stopped a statement for time
 
     @classmethod
     def for_error(cls, exc: BaseException | None) -> DatabaseUnavailable:
@@ -118,7 +119,9 @@ class DatabaseUnavailable(RegistryError):
             # PostgreSQL's reason: "canceling statement due to statement timeout" (lock timeout,
             # user request); it names no statement and no data.
             reason = (str(exc.__cause__).splitlines() or ["a statement was stopped"])[0][:200]
-            return cls(f"the registry's database did not answer in time ({reason}); try again in a few seconds")
+            return cls(
+                f"the registry's database did not answer in time ({reason}); try again in a few seconds", timed_out=True
+            )
         return cls()
 
 

@@ -911,6 +911,13 @@ def unavailable(request: HttpRequest, error: DatabaseUnavailable | StorageUnavai
         return exception_handler.json_503(error)
     if request.path.startswith(("/tuf/", "/metrics")):
         return HttpResponse(f"{error.message}\n", status=503, content_type="text/plain", headers={"Retry-After": retry})
-    response = HttpResponse(get_template("503.html").render(), status=503, headers={"Retry-After": retry})
+    if isinstance(error, StorageUnavailable):
+        reason = "It cannot reach its storage right now."
+    elif error.timed_out:  # not down, but slow or held behind a lock
+        reason = "Its database did not answer in time."
+    else:
+        reason = "It cannot reach its database right now."
+    page = get_template("503.html").render({"reason": reason})
+    response = HttpResponse(page, status=503, headers={"Retry-After": retry})
     response["Content-Security-Policy"] = CATALOG_CSP
     return response

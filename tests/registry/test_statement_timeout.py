@@ -21,7 +21,7 @@ from django.db.utils import DatabaseErrorWrapper
 from registry.errors import DatabaseUnavailable, is_database_timeout
 from registry.fastpath import BlobFastPath, DownloadFastPath, IndexFastPath
 from tests.live_registry import LiveRegistry
-from tests.wsgi_calls import assert_same, both
+from tests.wsgi_calls import assert_same, both, call
 
 pytest_plugins = ["tests.factories"]
 
@@ -73,7 +73,7 @@ def test_requests_behind_a_lock_answer_503_after_one_wait_and_200_once_it_is_gon
                     assert error["code"] == "UNAVAILABLE" and TIMED_OUT in error["message"], path
                 else:
                     assert answer.headers["Content-Type"].startswith("text/html")
-                    assert "Try again in a few seconds" in answer.text
+                    assert "did not answer in time. Try again in a few seconds" in answer.text
             locker.rollback()
         log = registry.log.read_text()
         assert "stopped a statement for time" in log
@@ -138,3 +138,37 @@ def test_a_fast_paths_503_for_a_statement_stopped_for_time_is_its_views(
         view, fast = both((django_app, fast_path(django_app)), path.format(sha256=sha256))
     assert view.status == 503 and TIMED_OUT in view.body.decode()
     assert_same(view, fast)
+
+
+@pytest.mark.parametrize(
+    ("driver_error", "says", "not_says"),
+    [
+        (
+            psycopg.errors.QueryCanceled("canceling statement due to statement timeout"),
+            "did not answer in time",
+            "cannot reach",
+        ),
+        (psycopg.OperationalError("connection refused"), "cannot reach its database", "did not answer"),
+    ],
+)
+def test_the_catalogs_503_page_says_whether_the_database_is_down_or_slow(
+    private_storage: Any,
+    publisher: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    driver_error: Exception,
+    says: str,
+    not_says: str,
+) -> None:
+    publisher("etcd", "3.5.9")
+
+    def failing(*args: Any, **kwargs: Any) -> None:
+        raise _django_error(driver_error)
+
+    django_app = get_wsgi_application()
+    with monkeypatch.context() as patch:  # undone before the test database's teardown queries
+        patch.setattr("django.db.backends.utils.CursorWrapper.execute", failing)
+        page = call(django_app, "/extensions/etcd/")
+    text = page.body.decode()
+    assert page.status == 503 and page.headers["Retry-After"] and page.headers["Content-Type"].startswith("text/html")
+    assert says in text and not_says not in text and "Try again in a few seconds" in text
+    assert "canceling statement" not in text and "connection refused" not in text  # the API says why; a page does not
