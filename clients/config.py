@@ -25,6 +25,11 @@ def default_home() -> Path:
     return Path(platformdirs.user_data_dir("provisioning", appauthor=False))
 
 
+def home_directory(home: str | Path | None = None) -> Path:
+    """The client's home: ``home``, else PROVISIONING_HOME, else the platform's data directory."""
+    return Path(home or os.environ.get("PROVISIONING_HOME") or default_home()).expanduser()
+
+
 @dataclass(frozen=True)
 class Config:
     registry: str
@@ -63,7 +68,7 @@ def load_config(
     verify: bool = True,
 ) -> Config:
     """The effective configuration: options, then environment, then stored credentials."""
-    home_path = Path(home or os.environ.get("PROVISIONING_HOME") or default_home()).expanduser()
+    home_path = home_directory(home)
     stored = _stored_credentials(home_path)
     url = registry or os.environ.get("PROVISIONING_REGISTRY") or stored.get("registry") or DEFAULT_REGISTRY
     if not url.startswith(("http://", "https://")):

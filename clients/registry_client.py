@@ -29,7 +29,7 @@ from typing import Any
 import filelock
 import httpx
 
-from clients.config import Config
+from clients.config import Config, home_directory
 from clients.errors import ClientError, os_error_message
 from clients.files import atomic_write
 from clients.provenance import ProvenanceVerifier
@@ -133,6 +133,7 @@ class RegistryClient:
         cache_fallback: bool = False,
         unreachable_hint: str | None = None,
         trust_home: Path | None = None,
+        verify: bool = True,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.token = token
@@ -149,15 +150,16 @@ class RegistryClient:
             timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
             headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
         )
-        # trust_home: verify index documents and packages against the registry's signed index
-        # (clients.trust), with the root pinned under trust_home. None: no verification.
+        # verify (the default, SPEC 6): index documents, packages and their signed build provenance
+        # are checked against the registry's signed index (clients.trust, clients.provenance), with
+        # its root pinned under trust_home (default: the CLI's home, PROVISIONING_HOME, so that
+        # both pin the same roots). verify=False: none of it, for a registry without TUF metadata.
         self.trust: Trust | None = None
-        # With verification on, each package's signed build provenance too (clients.provenance).
         self.provenance: ProvenanceVerifier | None = None
-        if trust_home is not None:
+        if verify:
             self.trust = Trust(
                 self.base_url,
-                home=Path(trust_home),
+                home=home_directory(trust_home),
                 http=self._http,
                 offline=offline,
                 fallback_offline=cache_fallback,
@@ -185,7 +187,8 @@ class RegistryClient:
             offline=offline,
             cache_fallback=cache_fallback,
             unreachable_hint=unreachable_hint,
-            trust_home=config.home if config.verify else None,
+            trust_home=config.home,
+            verify=config.verify,
         )
 
     # --- plumbing ---------------------------------------------------------------------------------

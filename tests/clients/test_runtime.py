@@ -678,7 +678,9 @@ def registry_manager(examples_registry: LiveRegistry, tmp_path: Path) -> Iterato
     clients: list[RegistryClient] = []
 
     def build(**kwargs: object) -> ExtensionManager:
-        client = RegistryClient(examples_registry.url, cache_dir=tmp_path / "home" / "cache")
+        client = RegistryClient(
+            examples_registry.url, cache_dir=tmp_path / "home" / "cache", trust_home=tmp_path / "home"
+        )
         clients.append(client)
         options: dict[str, object] = {
             "home": tmp_path / "home",

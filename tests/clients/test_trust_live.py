@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -21,6 +21,7 @@ from securesystemslib.signer import CryptoSigner
 from tuf.api.metadata import Metadata, MetaFile, Root, TargetFile, Timestamp
 from tuf.api.serialization.json import JSONSerializer
 
+from clients.errors import ClientError
 from registry.trust.keys import load_key
 from tests.clients.client_tools import Result, run
 from tests.clients.tampering_proxy import Exchange, TamperingProxy
@@ -100,19 +101,19 @@ def _metadata(url: str, name: str) -> Metadata:  # type: ignore[type-arg]
 # --- attacks ------------------------------------------------------------------------------------------
 
 
-def test_a_swapped_package_with_every_sha256_rewritten_is_refused(
-    capsys: Capsys, registry: LiveRegistry, tmp_path: Path
-) -> None:
-    publish(registry, tmp_path, "swap-me", "1.0.0")
-    real = httpx.get(f"{registry.url}/api/v1/index/swap-me", timeout=30).json()["data"]["versions"][0]
-    evil_path = package(tmp_path / "evil", "swap-me", "1.0.0", extra_files={"kcl/evil.k": "x = 1\n"})
+def _swapper(registry: LiveRegistry, tmp_path: Path, name: str) -> Callable[[Exchange], Exchange]:
+    """A proxy rewrite that serves another package as NAME 1.0.0, with every sha256 and size
+    rewritten to match it (the index document, the API's answers, the download's headers)."""
+    publish(registry, tmp_path, name, "1.0.0")
+    real = httpx.get(f"{registry.url}/api/v1/index/{name}", timeout=30).json()["data"]["versions"][0]
+    evil_path = package(tmp_path / "evil", name, "1.0.0", extra_files={"kcl/evil.k": "x = 1\n"})
     evil = evil_path.read_bytes()
     evil_sha = _sha256(evil)
 
     def swap(exchange: Exchange) -> Exchange:
         if real["sha256"].encode() not in exchange.body and not exchange.path.endswith("/download"):
             return exchange
-        if exchange.path.endswith("/swap-me/versions/1.0.0/download") and exchange.status == 200:
+        if exchange.path.endswith(f"/{name}/versions/1.0.0/download") and exchange.status == 200:
             headers = tuple((k, evil_sha if k.lower() == "x-checksum-sha256" else v) for k, v in exchange.headers
                             if k.lower() != "etag")  # fmt: skip
             return Exchange(exchange.method, exchange.path, 200, headers, evil)
@@ -121,6 +122,13 @@ def test_a_swapped_package_with_every_sha256_rewritten_is_refused(
         body = body.replace(f'"size": {real["size"]}'.encode(), f'"size": {len(evil)}'.encode())
         return exchange.with_body(body)
 
+    return swap
+
+
+def test_a_swapped_package_with_every_sha256_rewritten_is_refused(
+    capsys: Capsys, registry: LiveRegistry, tmp_path: Path
+) -> None:
+    swap = _swapper(registry, tmp_path, "swap-me")
     with TamperingProxy(registry.url) as proxy:
         victim = Victim(capsys, proxy.url, tmp_path)
         proxy.rewrite = swap
@@ -129,6 +137,42 @@ def test_a_swapped_package_with_every_sha256_rewritten_is_refused(
         assert "--no-verify" in unverified.err
         assert (tmp_path / "i0" / "extensions" / "taskservs" / "swap-me" / "kcl" / "evil.k").exists()
         victim.assert_refused(victim.create("swap-me"), "mismatch", "swap-me")
+
+
+def test_the_library_verifies_by_default_too(
+    registry: LiveRegistry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SPEC 5's ExtensionManager with a RegistryClient made as its docstring makes it (no trust
+    options): the root is pinned under PROVISIONING_HOME, as the CLI pins it, and the swap is refused."""
+    from clients.registry_client import RegistryClient
+    from clients.runtime import ExtensionManager, LoadPolicy
+
+    swap = _swapper(registry, tmp_path, "swap-lib")
+    monkeypatch.setenv("PROVISIONING_HOME", str(tmp_path / "cli-home"))
+
+    def load(home: Path, **client_options: bool) -> None:
+        with RegistryClient(proxy.url, cache_dir=home / "cache", **client_options) as client:
+            manager = ExtensionManager(
+                home=home,
+                client=client,
+                runtime_version=None,
+                search_paths=[],
+                policy=LoadPolicy(),
+                check_nushell=False,
+            )
+            manager.load_extension("taskserv", "swap-lib")
+
+    with TamperingProxy(registry.url) as proxy:
+        load(tmp_path / "first")  # untampered: pins the root on first contact
+        assert list((tmp_path / "cli-home" / "trust").iterdir()), "the root was not pinned under PROVISIONING_HOME"
+        proxy.rewrite = swap
+        with pytest.raises(ClientError) as refused:
+            load(tmp_path / "victim")
+        assert "mismatch" in refused.value.message and "swap-lib" in refused.value.message
+        assert not list((tmp_path / "victim" / "store").glob("trees/*/swap-lib")), "a tampered package was unpacked"
+        load(tmp_path / "unverified", verify=False)  # the attack works on a client that does not verify
+        [tree] = (tmp_path / "unverified" / "store" / "trees").glob("*/swap-lib/1.0.0")
+        assert (tree / "kcl" / "evil.k").exists()
 
 
 def test_older_metadata_and_an_older_index_document_replayed_are_refused(
