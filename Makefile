@@ -73,11 +73,12 @@ migrate: install
 	$(PY) manage.py migrate --noinput -v 0
 	$(PY) manage.py collectstatic --noinput -v 0
 
-# The signed index's keys and metadata first (on first start), so that the examples' builds sign
-# their provenance and index entries as they publish.
 # What the examples' provenance and the served answers name as the registry's URL (their download
 # links, the builder id), unless it is set: this address, not http://localhost/.
 run examples: export REGISTRY_PUBLIC_URL ?= http://127.0.0.1:$(PORT)
+
+# The signed index's keys and metadata first (on first start), so that the examples' builds sign
+# their provenance and index entries as they publish.
 examples: migrate
 	@$(PY) manage.py trust init --if-missing
 	$(PY) manage.py publish --skip-existing extensions/providers/* extensions/taskservs/* extensions/clusters/*

@@ -1,6 +1,6 @@
 """The registry's HTTP API as Python calls (httpx, no Django).
 
-    client = RegistryClient("http://127.0.0.1:8000", token="pvr_...", cache_dir=home / "cache")
+    client = RegistryClient("http://127.0.0.1:8000", token="pvr_...", cache_dir=home / "cache", trust_home=home)
     client.search("kubernetes")                 # the envelope's data
     client.index("etcd")                        # the index document's bytes (ETag-cached), or None
     client.download("etcd", "3.5.12", expected_sha256="...", target=path)
@@ -8,8 +8,15 @@
 Every answer is unwrapped from the SPEC envelope; an error envelope becomes `RegistryErrorAnswer` (its
 ``code``, HTTP ``status`` and ``details``), a refused, reset or timed-out connection
 `RegistryUnavailable`, a download cut short `DownloadInterrupted`, bytes that do not hash to the
-expected digest `IntegrityError`. A token is sent only where the API needs one (publish, yank,
-tokens), so a stale stored token never breaks reading the catalog.
+expected digest `IntegrityError`, and what the signed index does not vouch for `VerificationError`.
+A token is sent only where the API needs one (publish, yank, tokens), so a stale stored token never
+breaks reading the catalog.
+
+It verifies by default (SPEC 6), as the CLI does: index documents, packages and provenance against
+the registry's signed index, its root pinned on first contact under ``trust_home`` (default: the
+CLI's home, PROVISIONING_HOME or the platform's data directory, so that both pin the same roots; the
+fingerprint is printed to stderr once). ``verify=False`` turns it off, for a registry without TUF
+metadata.
 """
 
 from __future__ import annotations

@@ -318,7 +318,7 @@ class Trust:
         except OSError as exc:
             raise ClientError(
                 f"cannot keep signed metadata in {self.metadata_dir}: {os_error_message(exc)} (choose another home "
-                "with --home or PROVISIONING_HOME)",
+                "with --home or PROVISIONING_HOME; in the library, RegistryClient's trust_home)",
                 code="home_unusable",
             ) from None
         with filelock.FileLock(self.folder / ".lock"):

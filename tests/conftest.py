@@ -43,8 +43,14 @@ def kcl() -> None:
 
 @pytest.fixture(autouse=True)
 def _private_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tools (KCL writes ~/.kcl) and the client write under a private HOME, never the real one."""
-    monkeypatch.setenv("HOME", str(tmp_path_factory.mktemp("home")))
+    """Tools (KCL writes ~/.kcl) and the client write under a private HOME, never the real one: the
+    client's default home (its pinned roots among what it keeps) too, whatever the developer's
+    PROVISIONING_HOME or XDG_DATA_HOME say."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+    for name in ("PROVISIONING_HOME", "PROVISIONING_TRUST_ROOT"):
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """The runtime loader (SPEC 5): `ExtensionManager`, mirroring the platform orchestrator's.
 
-    manager = ExtensionManager(home=home, client=RegistryClient(url), runtime_version="1.2.0")
+    client = RegistryClient(url, cache_dir=home / "cache", trust_home=home)  # verifies (the root pinned under home)
+    manager = ExtensionManager(home=home, client=client, runtime_version="1.2.0")
     ext = manager.load_extension("taskserv", "kubernetes")            # newest compatible version
     ext = manager.load_extension("taskserv", "kubernetes", "1.28.6")  # exactly this one
     manager.list_loaded_extensions(); manager.reload_extension("taskserv", "kubernetes")

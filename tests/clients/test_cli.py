@@ -258,7 +258,7 @@ def test_the_library_names_a_bad_version_too(tmp_path: Path) -> None:
     from clients.registry_client import RegistryClient
     from clients.store import Store
 
-    with RegistryClient(NO_REGISTRY) as client, pytest.raises(UsageError) as refused:
+    with RegistryClient(NO_REGISTRY, verify=False) as client, pytest.raises(UsageError) as refused:
         install(client, Store(tmp_path / "home"), type="taskserv", name="etcd", infra=tmp_path / "i", version="bogus")
     assert refused.value.message.startswith("version 'bogus' is neither a version nor a constraint: ")
     assert not (tmp_path / "i").exists()

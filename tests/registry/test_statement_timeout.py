@@ -18,8 +18,9 @@ from django.core.wsgi import get_wsgi_application
 from django.db import DatabaseError
 from django.db.utils import DatabaseErrorWrapper
 
-from registry.errors import DatabaseUnavailable, is_database_timeout
+from registry.errors import DatabaseUnavailable, StorageUnavailable, is_database_timeout
 from registry.fastpath import BlobFastPath, DownloadFastPath, IndexFastPath
+from registry.views import unavailable
 from tests.live_registry import LiveRegistry
 from tests.wsgi_calls import assert_same, both, call
 
@@ -172,3 +173,10 @@ def test_the_catalogs_503_page_says_whether_the_database_is_down_or_slow(
     assert page.status == 503 and page.headers["Retry-After"] and page.headers["Content-Type"].startswith("text/html")
     assert says in text and not_says not in text and "Try again in a few seconds" in text
     assert "canceling statement" not in text and "connection refused" not in text  # the API says why; a page does not
+
+
+def test_the_catalogs_503_page_for_storage_says_storage(rf: Any) -> None:
+    page = unavailable(rf.get("/extensions/etcd/"), StorageUnavailable())
+    text = page.content.decode()
+    assert page.status_code == 503 and page["Retry-After"] and page["Content-Security-Policy"]
+    assert "cannot reach its storage" in text and "database" not in text and "nothing was published" not in text
