@@ -30,6 +30,15 @@ class ClientError(Exception):
         return cls(str(exc), code=exc.code, details=exc.details_list())
 
 
+class VerificationError(ClientError):
+    """What the client was about to use does not verify against the registry's signed index
+    (clients.trust says why: ``reason``)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message, code="verification_failed", details=[{"reason": reason}])
+        self.reason = reason
+
+
 class UsageError(ClientError):
     """The command line itself is wrong (exit status 2)."""
 

@@ -31,20 +31,22 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import filelock
 import httpx
 
 from clients.config import Config, home_directory
-from clients.errors import ClientError, os_error_message
+from clients.errors import ClientError, VerificationError, os_error_message
 from clients.files import atomic_write
-from clients.provenance import ProvenanceVerifier
-from clients.trust import Trust, VerificationError
 from extensions.errors import ExtensionError
 from extensions.index import IndexCatalogue, parse_index
 from extensions.kinds import KINDS, plural
 from extensions.names import NAME_RE
+
+if TYPE_CHECKING:
+    from clients.provenance import ProvenanceVerifier
+    from clients.trust import Trust
 
 __all__ = [
     "DownloadInterrupted",
@@ -161,18 +163,39 @@ class RegistryClient:
         # are checked against the registry's signed index (clients.trust, clients.provenance), with
         # its root pinned under trust_home (default: the CLI's home, PROVISIONING_HOME, so that
         # both pin the same roots). verify=False: none of it, for a registry without TUF metadata.
-        self.trust: Trust | None = None
-        self.provenance: ProvenanceVerifier | None = None
-        if verify:
-            self.trust = Trust(
+        # Both are made on first use (`trust`, `provenance`), so that a command that verifies
+        # nothing (a search, `module discover`) never imports TUF, nor the cloud signers'
+        # SDKs securesystemslib imports with it.
+        self.verify = verify
+        self._trust_home = home_directory(trust_home) if verify else None
+        self._trust: Trust | None = None
+        self._provenance: ProvenanceVerifier | None = None
+
+    @property
+    def trust(self) -> Trust | None:
+        """The registry's signed index, as this client verifies it (None with verify=False)."""
+        if self._trust is None and self._trust_home is not None:
+            from clients.trust import Trust
+
+            self._trust = Trust(
                 self.base_url,
-                home=home_directory(trust_home),
+                home=self._trust_home,
                 http=self._http,
-                offline=offline,
-                fallback_offline=cache_fallback,
+                offline=self.offline,
+                fallback_offline=self.cache_fallback,
                 unreachable=self._unavailable,
             )
-            self.provenance = ProvenanceVerifier(self.trust)
+        return self._trust
+
+    @property
+    def provenance(self) -> ProvenanceVerifier | None:
+        """Each package's signed build provenance, as this client verifies it (None with verify=False)."""
+        trust = self.trust
+        if self._provenance is None and trust is not None:
+            from clients.provenance import ProvenanceVerifier
+
+            self._provenance = ProvenanceVerifier(trust)
+        return self._provenance
 
     @classmethod
     def from_config(

@@ -42,7 +42,7 @@ from tuf.api.serialization import DeserializationError
 from tuf.ngclient import Updater, UpdaterConfig
 from tuf.ngclient.fetcher import FetcherInterface
 
-from clients.errors import ClientError, os_error_message
+from clients.errors import ClientError, VerificationError, os_error_message
 from clients.files import atomic_write
 
 __all__ = [
@@ -61,14 +61,6 @@ ROOT_ENV = "PROVISIONING_TRUST_ROOT"
 MAX_ROOT_BYTES = 512 * 1024
 _BAD_METADATA = (tuf_errors.RepositoryError, DeserializationError, ValueError, KeyError, TypeError)
 _SIGNED_BY = re.compile(r"signed by (\d+)/(\d+) keys")
-
-
-class VerificationError(ClientError):
-    """What the client was about to use does not verify against the registry's signed index."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message, code="verification_failed", details=[{"reason": reason}])
-        self.reason = reason
 
 
 def index_target(name: str) -> str:

@@ -383,6 +383,27 @@ def test_module_commands_do_not_import_the_authoring_tools(tmp_path: Path) -> No
     assert proc.stderr.strip().splitlines()[-1] == "0 []"
 
 
+def test_discover_imports_no_tuf_and_load_verifies(live_registry: LiveRegistry, tmp_path: Path) -> None:
+    """`module discover` verifies nothing, so it does not pay for importing TUF (and the cloud SDKs
+    securesystemslib's signers import with it: a tenth of a second); `module load` does verify."""
+    live_registry.manage("publish", str(ROOT / "extensions" / "taskservs" / "etcd" / "3.5.12"))
+
+    def imported(*command: str) -> str:
+        options = ["--registry", live_registry.url, "--home", str(tmp_path / "home"), *command]
+        code = (
+            "import sys; from clients.cli import main; "
+            f"status = main({options!r}); "
+            "heavy = sorted(m for m in ('tuf', 'securesystemslib', 'clients.trust') if m in sys.modules); "
+            "print(status, heavy, file=sys.stderr)"
+        )
+        proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        return proc.stderr.strip().splitlines()[-1]
+
+    assert imported("module", "discover", "taskserv") == "0 []"
+    assert imported("module", "load", "taskserv", "etcd") == "0 ['clients.trust', 'securesystemslib', 'tuf']"
+    assert (tmp_path / "home" / "trust").is_dir()  # the root pinned on first use
+
+
 # --- the registry unreachable -------------------------------------------------------------------------
 
 
