@@ -43,7 +43,8 @@ class Command(BaseCommand):
         init.add_argument(
             "--root-key-dir", type=Path, default=None, help="where the root key is written (default var/tuf-root/)"
         )
-        init.add_argument("--bins", type=int, default=256, help="hashed bins, a power of 2 (default 256)")
+        bins = 2**repository.DEFAULT_BIT_LENGTH
+        init.add_argument("--bins", type=int, default=bins, help=f"hashed bins, a power of 2 (default {bins})")
         init.add_argument(
             "--threshold", action="append", default=[], metavar="ROLE=N",
             help="keys (and signatures required) for an online role, e.g. targets=2",
