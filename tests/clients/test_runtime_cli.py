@@ -372,35 +372,33 @@ def test_the_command_groups_of_each_module_are_what_it_registers() -> None:
         assert set(commands._groups) == set(cli.COMMAND_GROUPS[module]), module
 
 
-def test_module_commands_do_not_import_the_authoring_tools(tmp_path: Path) -> None:
+def _run_and_list_imported(options: list[str], modules: tuple[str, ...]) -> str:
+    """``"STATUS [MODULES...]"``: the CLI's exit status for options, run in a new interpreter, and
+    which of modules it had imported by then."""
     code = (
-        "import sys; from clients.cli import main; "
-        f"status = main(['--home', {str(tmp_path / 'home')!r}, 'module', 'list', '--output', 'json']); "
-        "heavy = sorted(m for m in ('clients.authoring', 'jsonschema', 'clients.install', 'extensions.archive') "
-        "if m in sys.modules); print(status, heavy, file=sys.stderr)"
+        f"import sys; from clients.cli import main; status = main({options!r}); "
+        f"heavy = sorted(m for m in {modules!r} if m in sys.modules); print(status, heavy, file=sys.stderr)"
     )
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert proc.stderr.strip().splitlines()[-1] == "0 []"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    return proc.stderr.strip().splitlines()[-1]
+
+
+def test_module_commands_do_not_import_the_authoring_tools(tmp_path: Path) -> None:
+    options = ["--home", str(tmp_path / "home"), "module", "list", "--output", "json"]
+    authoring = ("clients.authoring", "jsonschema", "clients.install", "extensions.archive")
+    assert _run_and_list_imported(options, authoring) == "0 []"
 
 
 def test_discover_imports_no_tuf_and_load_verifies(live_registry: LiveRegistry, tmp_path: Path) -> None:
     """`module discover` verifies nothing, so it does not pay for importing TUF (and the cloud SDKs
     securesystemslib's signers import with it: a tenth of a second); `module load` does verify."""
     live_registry.manage("publish", str(ROOT / "extensions" / "taskservs" / "etcd" / "3.5.12"))
+    base = ["--registry", live_registry.url, "--home", str(tmp_path / "home")]
+    tuf = ("tuf", "securesystemslib", "clients.trust")
 
-    def imported(*command: str) -> str:
-        options = ["--registry", live_registry.url, "--home", str(tmp_path / "home"), *command]
-        code = (
-            "import sys; from clients.cli import main; "
-            f"status = main({options!r}); "
-            "heavy = sorted(m for m in ('tuf', 'securesystemslib', 'clients.trust') if m in sys.modules); "
-            "print(status, heavy, file=sys.stderr)"
-        )
-        proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
-        return proc.stderr.strip().splitlines()[-1]
-
-    assert imported("module", "discover", "taskserv") == "0 []"
-    assert imported("module", "load", "taskserv", "etcd") == "0 ['clients.trust', 'securesystemslib', 'tuf']"
+    assert _run_and_list_imported([*base, "module", "discover", "taskserv"], tuf) == "0 []"
+    loaded = _run_and_list_imported([*base, "module", "load", "taskserv", "etcd"], tuf)
+    assert loaded == "0 ['clients.trust', 'securesystemslib', 'tuf']"
     assert (tmp_path / "home" / "trust").is_dir()  # the root pinned on first use
 
 
