@@ -105,8 +105,8 @@ def run(ctx: Context) -> list[Row]:
         "",
         f"{count} publishes of a new 1 MB extension each, end to end over HTTP (gunicorn, embedded mode, "
         "sandboxed build), after 4 warm-up publishes, into two registries running side by side that hold "
-        "the extensions as rows, each with a signed index of 256 hashed bins (`trust init`'s default); the "
-        "publishes alternate between the two.",
+        f"the extensions as rows, each with a signed index of {BINS[1]} hashed bins (`trust init`'s default); "
+        "the publishes alternate between the two.",
         "",
         "| extensions present | median | p95 | range |",
         "|---:|---:|---:|---:|",

@@ -166,7 +166,6 @@ class RegistryClient:
         # Both are made on first use (`trust`, `provenance`), so that a command that verifies
         # nothing (a search, `module discover`) never imports TUF, nor the cloud signers'
         # SDKs securesystemslib imports with it.
-        self.verify = verify
         self._trust_home = home_directory(trust_home) if verify else None
         self._trust: Trust | None = None
         self._provenance: ProvenanceVerifier | None = None
