@@ -81,11 +81,11 @@ def _select(
                     continue
                 stack.append((rel, entry.path))
                 continue
+            if rel not in forced and (_always_excluded(rel, entry.name) or rel in skip):
+                continue
+            if candidates is not None:  # what an include pattern may match: forced files too
+                candidates.append(rel)
             if rel not in forced:
-                if _always_excluded(rel, entry.name) or rel in skip:
-                    continue
-                if candidates is not None:
-                    candidates.append(rel)
                 if include_spec is not None and not include_spec.match_file(rel):
                     continue
                 if exclude_spec is not None and exclude_spec.match_file(rel):

@@ -366,6 +366,20 @@ def test_extension_toml_and_the_named_readme_are_always_included(tmp_path: Path)
     assert select_files(source, include=["kcl/**"], exclude=["extension.toml"]) == ["extension.toml", "kcl/demo.k"]
 
 
+def test_an_include_pattern_that_matches_no_file_is_a_warning_and_one_for_a_forced_file_is_not(
+    tmp_path: Path,
+) -> None:
+    build = '\n[build]\ninclude = ["README.md", "extension.toml", "kcl/**", "LICENSE", "!kcl/x.k"]\n'
+    source = write_tree(
+        tmp_path / "src", {"extension.toml": toml(readme="README.md", build=build), **FILES, "kcl/x.k": "x = 1\n"}
+    )
+    built = build_package(source, tmp_path / "out")
+    # README.md and extension.toml are packaged whatever include says, but the patterns naming
+    # them do match a file; a negation is never reported.
+    assert built.warnings == ("[build] include pattern 'LICENSE' matches no file",)
+    assert packaged(built.path) == ["MANIFEST.json", "README.md", "extension.toml", "kcl/demo.k", "kcl/lib/util.k"]
+
+
 def test_a_missing_readme_is_not_an_error(tmp_path: Path) -> None:
     source = write_tree(tmp_path / "src", {"extension.toml": toml(), "kcl/demo.k": "x = 1\n"})
     built = build_package(source, tmp_path / "out")
