@@ -34,9 +34,11 @@ def _password(args: argparse.Namespace, registry: str) -> str:
 def _cmd_login(args: argparse.Namespace, ctx: Context) -> int:
     out = ctx.out
     config = ctx.config
-    given = getattr(args, "token", None) or os.environ.get("PROVISIONING_TOKEN")
-    if args.username and given:
+    if args.username and getattr(args, "token", None):
         raise UsageError("give either --username (a new token is created) or --token (an existing one), not both")
+    # PROVISIONING_TOKEN stands in for --token, but not beside --username: logging in with a
+    # password makes the new token the stored one, whatever the shell exports.
+    given = None if args.username else getattr(args, "token", None) or os.environ.get("PROVISIONING_TOKEN")
     with RegistryClient.from_config(config) as client:
         if args.username:
             created = client.create_token(
@@ -70,6 +72,9 @@ def _cmd_login(args: argparse.Namespace, ctx: Context) -> int:
     out.line(f"logged in to {config.registry}{who}; token {token[:12]}… stored in {path}")
     if info.get("tokens_scope") is False:
         out.line("this token has no tokens scope: it cannot list, create or revoke tokens")
+    exported = os.environ.get("PROVISIONING_TOKEN")
+    if exported and exported != token:
+        out.line("PROVISIONING_TOKEN is set in this shell: commands use it before the stored token (unset it)")
     return 0
 
 

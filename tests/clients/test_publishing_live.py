@@ -411,6 +411,30 @@ def test_login_keeps_a_working_token_that_cannot_manage_tokens(
     assert _stored_token(home / "credentials.toml") == narrow
 
 
+def test_login_with_a_password_works_in_a_shell_that_exports_a_token_and_says_which_one_wins(
+    capsys: Capsys, registry: LiveRegistry, alice: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's second shell exports PROVISIONING_TOKEN and then logs in with a password:
+    that is no `--token` beside `--username`."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("PROVISIONING_TOKEN", alice)
+    monkeypatch.setattr("sys.stdin", io.StringIO(PASSWORD + "\n"))
+    login = run(capsys, "--registry", registry.url, "--home", home,
+                "registry", "login", "--username", "alice", "--password-stdin")  # fmt: skip
+    assert login.code == 0, login.err
+    stored = _stored_token(home / "credentials.toml")
+    assert stored.startswith("pvr_") and stored != alice  # a new token, not the exported one
+    assert login.out.splitlines()[-1] == (
+        "PROVISIONING_TOKEN is set in this shell: commands use it before the stored token (unset it)"
+    )
+    both = run(capsys, "--registry", registry.url, "--home", home, "--token", alice,
+               "registry", "login", "--username", "alice", "--password-stdin")  # fmt: skip
+    assert both.code == 2
+    assert both.err == (
+        "error: give either --username (a new token is created) or --token (an existing one), not both\n"
+    )
+
+
 def _stored_token(path: Path) -> str:
     import tomllib
 
