@@ -83,16 +83,17 @@ examples: migrate
 	@$(PY) manage.py trust init --if-missing
 	$(PY) manage.py publish --skip-existing extensions/providers/* extensions/taskservs/* extensions/clusters/*
 
-# Before anything touches the data: a registry already serving on PORT is said in one line.
+# Before anything is installed or touches the data: a registry already serving on PORT is said in one line.
 port-free:
-	@$(PY) -c "import socket, sys; s = socket.socket(); busy = s.connect_ex(('127.0.0.1', $(PORT))) == 0; sys.exit('port $(PORT) on 127.0.0.1 is in use (another registry?): stop it, or run make run PORT=8001; nothing was changed' if busy else 0)"
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found (Python 3.11 is required)"; exit 1; }
+	@$(PYTHON) -c "import socket, sys; s = socket.socket(); busy = s.connect_ex(('127.0.0.1', $(PORT))) == 0; sys.exit('port $(PORT) on 127.0.0.1 is in use (another registry?): stop it, or run make run PORT=8001; nothing was changed' if busy else 0)"
 
-run: install tools port-free migrate examples
+run: port-free install tools migrate examples
 	@$(PY) manage.py reapbuilds >/dev/null   # builds a previous run left running (no beat here)
 	@$(PY) manage.py sweepstorage >/dev/null
 	@echo "serving the registry on http://127.0.0.1:$(PORT) (Ctrl-C stops it)"
 	$(VENV)/bin/gunicorn registry.wsgi --bind 127.0.0.1:$(PORT) --workers 2 --threads 4 \
-	  --worker-class gthread --timeout 300 --access-logfile -
+	  --worker-class gthread --timeout 300 --access-logfile - --no-control-socket
 
 lint: install-dev
 	$(VENV)/bin/ruff check .

@@ -102,7 +102,7 @@ def wait_http(url: str, process: Process, timeout: float = 120) -> None:
 
 def start_pypiserver(env_dir: Path, packages: Path, port: int, log: Path) -> Process:
     app = f'pypiserver:app(root="{packages}")'
-    command = [str(env_dir / "bin" / "gunicorn"), "-w4", "--bind", f"127.0.0.1:{port}", app]
+    command = [str(env_dir / "bin" / "gunicorn"), "-w4", "--bind", f"127.0.0.1:{port}", "--no-control-socket", app]
     process = spawn("pypiserver", command, log)
     wait_http(f"http://127.0.0.1:{port}/simple/", process)
     return process

@@ -604,6 +604,7 @@ class Cluster:
             str(GUNICORN_KEEP_ALIVE),
             "--name",
             f"registry-{role}",
+            "--no-control-socket",  # its default path is one per machine (docs/deploy.md)
         ]
         self._spawn(role, command)
         if wait:

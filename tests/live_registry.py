@@ -139,6 +139,7 @@ class LiveRegistry:
                 sys.executable, "-m", "gunicorn", "registry.wsgi", "--bind", f"{HOST}:{self.port}",
                 "--workers", str(workers), "--threads", str(threads), "--worker-class", "gthread",
                 "--timeout", "120", "--graceful-timeout", "5", "--keep-alive", str(GUNICORN_KEEP_ALIVE),
+                "--no-control-socket",
             ]  # fmt: skip
         with self.log.open("ab") as output:
             # Its own process group (stop() signals master and workers at once), and SIGTERM when

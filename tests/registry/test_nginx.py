@@ -139,6 +139,7 @@ def test_gunicorn_outlasts_nginx_on_idle_upstream_connections(deployed: tuple[Li
     text = (BASE_DIR / "docs" / "deploy.md").read_text(encoding="utf-8")
     [command] = [line for line in text.splitlines() if line.startswith("gunicorn registry.wsgi")]
     assert re.search(rf"--keep-alive {GUNICORN_KEEP_ALIVE}\b", command), command
+    assert "--no-control-socket" in command.split(), command  # its default path is one per machine
     nginx_timeouts = doc_nginx_keepalive_timeouts()
     assert len(nginx_timeouts) == text.count("upstream registry {") >= 2
     assert all(seconds < GUNICORN_KEEP_ALIVE for seconds in nginx_timeouts)
