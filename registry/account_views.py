@@ -129,7 +129,8 @@ def _page(
     request: HttpRequest, name: str, *, status: int = 200, error: str = "", done: str = "", form: dict[str, str]
 ) -> HttpResponseBase:
     actor = actor_of(request)
-    extension = Extension.objects.filter(name=name).first()
+    # Not asked of the database for a name no extension can have (NUL is an error on PostgreSQL).
+    extension = Extension.objects.filter(name=name).first() if is_valid_name(name) else None
     rows: list[TrustedPublisher] = []
     try:
         extension, rows = trusted_publishing.publishers_list(actor=actor, name=name)
