@@ -6,7 +6,15 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation
+from django.conf import settings
+from django.core.exceptions import (
+    DisallowedHost,
+    PermissionDenied,
+    RequestDataTooBig,
+    SuspiciousOperation,
+    TooManyFieldsSent,
+    TooManyFilesSent,
+)
 from django.http import Http404, HttpRequest, JsonResponse
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
@@ -28,6 +36,21 @@ log = logging.getLogger(__name__)
 
 def error_body(code: str, message: str, details: list[Any] | None = None) -> dict[str, Any]:
     return {"success": False, "error": {"code": code, "message": message, "details": details or []}}
+
+
+def malformed_message(exc: Exception | None) -> str:
+    """What a request Django refused as suspicious did wrong, and what is allowed (never Django's
+    own text, which names its settings)."""
+    if isinstance(exc, TooManyFieldsSent | TooManyFilesSent):
+        many, what = (
+            (settings.DATA_UPLOAD_MAX_NUMBER_FIELDS, "form fields")
+            if isinstance(exc, TooManyFieldsSent)
+            else (settings.DATA_UPLOAD_MAX_NUMBER_FILES, "files")
+        )
+        return f"malformed request: more than {many} {what}; allowed: at most {many}"
+    if isinstance(exc, DisallowedHost):
+        return "malformed request: the Host header names no host this registry serves"
+    return "malformed request"
 
 
 def _flatten(detail: Any, path: str = "") -> list[dict[str, str]]:
@@ -93,7 +116,7 @@ def to_response(exc: Exception) -> Response:
     elif isinstance(exc, RequestDataTooBig):
         code, message, details = "archive_too_large", "request body too large", []
     elif isinstance(exc, SuspiciousOperation):
-        code, message, details = "bad_request", "malformed request", []
+        code, message, details = "bad_request", malformed_message(exc), []
     else:
         for cls, mapped in _DRF_CODES:
             if isinstance(exc, cls):
@@ -135,7 +158,7 @@ def json_503(error: RegistryError) -> JsonResponse:
 
 
 def json_400(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
-    return JsonResponse(error_body("bad_request", "malformed request"), status=400)
+    return JsonResponse(error_body("bad_request", malformed_message(exception)), status=400)
 
 
 def json_403(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:

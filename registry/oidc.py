@@ -37,6 +37,7 @@ from django.conf import settings
 
 from registry.env import secure_url_problem
 from registry.errors import RegistryError, Unauthenticated
+from registry.parsers import holds_lone_surrogate
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +168,12 @@ def peek(token: object) -> UnverifiedToken:
         ) from None
     if not isinstance(header, dict) or not isinstance(claims, dict):
         raise TokenRefused("malformed", "the token's header and claims must be JSON objects")
+    if holds_lone_surrogate([header, claims]):
+        raise TokenRefused(
+            "malformed",
+            "the token's header or claims hold a lone surrogate (a \\ud800-\\udfff escape without its pair): "
+            "their strings must be Unicode text",
+        )
     return UnverifiedToken(header=header, claims=claims)
 
 
@@ -310,7 +317,7 @@ def verify(token: str, unverified: UnverifiedToken | None = None) -> VerifiedTok
     header, claims = unverified.header, unverified.claims
     alg = header.get("alg")
     allowed = ", ".join(sorted(ASYMMETRIC_ALGORITHMS))
-    if alg not in ASYMMETRIC_ALGORITHMS:
+    if not isinstance(alg, str) or alg not in ASYMMETRIC_ALGORITHMS:
         raise TokenRefused(
             "algorithm",
             f"the token's algorithm is {shown_value(alg)!r}: this registry accepts only tokens signed with a "

@@ -4,23 +4,45 @@
 from __future__ import annotations
 
 import io
+import json
+import re
 from typing import Any
 
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
 MAX_JSON_BODY = 1024 * 1024
+# A surrogate can only come from a \uD800-\uDFFF escape: UTF-8 (which decoding checks) has none.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def holds_lone_surrogate(document: Any) -> bool:
+    """Whether a decoded JSON document holds a lone surrogate (``"\\ud800"`` without its pair)
+    anywhere, names included: JSON's escapes allow it, but it is no Unicode text, and nothing
+    after the parser can encode it (UTF-8 answers, PostgreSQL's text and json)."""
+    try:
+        json.dumps(document, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 class SafeJSONParser(JSONParser):
     """DRF's JSON parser, but bounded: a body over 1 MiB, or a document nested too deeply for the
-    decoder (``[[[[...]]]]``), is a 400 like any other malformed body, never a 500."""
+    decoder (``[[[[...]]]]``), is a 400 like any other malformed body, never a 500; and a lone
+    surrogate is refused here, once for every field of every view."""
 
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
         data = stream.read(MAX_JSON_BODY + 1) if stream is not None else b""
         if len(data) > MAX_JSON_BODY:
             raise ParseError(f"JSON parse error - the body is larger than {MAX_JSON_BODY // 1024} KiB")
         try:
-            return super().parse(io.BytesIO(data), media_type, parser_context)
+            document = super().parse(io.BytesIO(data), media_type, parser_context)
+            if _SURROGATE_ESCAPE.search(data) and holds_lone_surrogate(document):
+                raise ParseError(
+                    "JSON parse error - the document holds a lone surrogate (a \\ud800-\\udfff escape without "
+                    "its pair): strings must be Unicode text"
+                )
         except RecursionError:
             raise ParseError("JSON parse error - the document is nested too deeply") from None
+        return document

@@ -276,7 +276,7 @@ REGISTRY_RESOLVE_TIMEOUT = env_seconds("REGISTRY_RESOLVE_TIMEOUT", 2.0, minimum=
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_RENDERER_CLASSES": ["registry.renderers.SafeJSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["registry.parsers.SafeJSONParser"],
     "DEFAULT_SCHEMA_CLASS": "registry.openapi.RegistrySchema",
     "UNAUTHENTICATED_USER": None,

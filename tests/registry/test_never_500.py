@@ -841,6 +841,57 @@ def test_json_nested_too_deeply_is_a_bad_request(env: Env, depth: int) -> None:
         assert "nested too deeply" in error["message"]
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"name": "ci \\ud800"}',  # a high surrogate alone
+        b'{"name": "ci", "scopes": ["publish:*\\uDC00"]}',  # a low one, upper-case escape, in a list
+        b'{"name\\ud83d": "ci"}',  # in a member name
+        b'{"name": "\\ude00\\ud83d"}',  # a pair in the wrong order
+    ],
+)
+def test_a_lone_surrogate_anywhere_in_a_json_body_is_a_bad_request(env: Env, body: bytes) -> None:
+    response = env.client.post(
+        "/api/v1/tokens/", body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {env.token}"
+    )
+    assert response.status_code == 400, response.content
+    error = response.json()["error"]
+    assert error["code"] == "bad_request" and "lone surrogate" in error["message"]
+
+
+def test_a_surrogate_pair_is_text_and_is_taken(env: Env) -> None:
+    body = b'{"name": "ci \\ud83d\\ude00", "scopes": ["tokens"]}'
+    response = env.client.post(
+        "/api/v1/tokens/", body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {env.token}"
+    )
+    assert response.status_code == 201, response.content
+    assert response.json()["data"]["name"] == "ci \U0001f600"
+
+
+def test_too_many_form_fields_or_an_unknown_host_is_a_bad_request_that_says_so(env: Env) -> None:
+    fields = {f"f{i}": "x" for i in range(1001)}
+    response = env.client.post("/api/v1/extensions/", fields, HTTP_AUTHORIZATION=f"Bearer {env.token}")
+    assert response.status_code == 400, response.content
+    assert response.json()["error"] == {
+        "code": "bad_request",
+        "message": "malformed request: more than 1000 form fields; allowed: at most 1000",
+        "details": [],
+    }
+    response = env.client.get("/api/v1/extensions/", HTTP_HOST="evil.example")
+    assert response.status_code == 400
+    assert response.json()["error"]["message"] == (
+        "malformed request: the Host header names no host this registry serves"
+    )
+
+
+def test_the_json_renderer_escapes_a_lone_surrogate_rather_than_failing() -> None:
+    from registry.renderers import SafeJSONRenderer
+
+    renderer = SafeJSONRenderer()
+    assert renderer.render({"echo": "x\ud800", "t": "\u00e9"}) == b'{"echo":"x\\ud800","t":"\\u00e9"}'
+    assert renderer.render({"t": "\u00e9"}) == '{"t":"\u00e9"}'.encode()  # otherwise UTF-8, as DRF's
+
+
 def test_a_json_body_over_1_mib_is_a_bad_request(env: Env) -> None:
     body = b'{"name": "' + b"x" * (1024 * 1024) + b'"}'
     response = env.client.post(

@@ -25,7 +25,7 @@ from django.utils import timezone
 from builds.models import Build
 from registry.models import ApiToken, AuditEvent, Extension, OidcTokenUse, TrustedPublisher, Version
 from registry.trusted_publishing import CLAIM_NAMES
-from tests.oidc_issuer import Issuer, SigningKey, rsa_key
+from tests.oidc_issuer import Issuer, SigningKey, b64url, rsa_key
 
 pytest_plugins = ["tests.factories"]
 
@@ -303,6 +303,22 @@ def test_a_token_whose_alg_is_not_its_keys_is_refused(world: World) -> None:
     assert signing.alg == "RS256"
     error = refused(world, world.exchange(jwt), 401, "algorithm")
     assert "RS512" in error["message"] and "RS256" in error["message"]
+
+
+@pytest.mark.parametrize("alg", [["RS256"], {"RS256": True}, 256, None])
+def test_an_alg_that_is_not_a_name_is_refused(world: World, alg: Any) -> None:
+    _, payload, signature = world.mint().split(".")
+    forged = b64url(json.dumps({"alg": alg, "typ": "JWT", "kid": world.issuer.keys["rsa"].kid}).encode())
+    error = refused(world, world.exchange(f"{forged}.{payload}.{signature}"), 401, "algorithm")
+    assert "public-key algorithm" in error["message"]
+
+
+@pytest.mark.parametrize("where", ["claims", "header"])
+def test_a_token_holding_a_lone_surrogate_is_refused_as_malformed(world: World, where: str) -> None:
+    # Signed by the issuer; PostgreSQL's json refuses the text, and UTF-8 cannot encode it.
+    jwt = world.mint(repository="acme/\ud800") if where == "claims" else world.mint(headers={"x": "\udc00"})
+    error = refused(world, world.exchange(jwt), 401, "malformed")
+    assert "lone surrogate" in error["message"]
 
 
 def test_an_algorithm_the_issuer_does_not_declare_is_refused(world: World) -> None:
@@ -638,6 +654,10 @@ def test_an_ordinary_publish_by_the_reserving_user_adopts_the_pending_publishers
         ({"claims": dict.fromkeys(CLAIM_NAMES[:17], "x")}, "at most 16"),
         ({"issuer": "https://evil.example"}, "not an issuer this registry trusts"),
         ({"audience": " padded"}, "audience"),
+        # A lone surrogate (a \ud800 escape without its pair) is no text to store, hash or echo.
+        ({"claims": {"repository": "acme/\ud800"}}, "lone surrogate"),
+        ({"claims": {"repository": "acme/x", "w\udc00": "x"}}, "lone surrogate"),
+        ({"issuer": "https://\ud800.example"}, "lone surrogate"),
     ],
 )
 def test_a_publisher_that_would_match_too_much_or_cannot_be_stored_is_refused(
