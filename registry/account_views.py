@@ -25,13 +25,13 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_http_methods
 
-from extensions.names import is_valid_name
 from registry import services, trusted_publishing
 from registry.apis.base import base_url
 from registry.apis.tokens import TokenInput
 from registry.authentication import AuthFailureThrottle, client_address, record_auth_failure
 from registry.errors import NotFound, RegistryError
 from registry.models import ApiToken, Extension, TrustedPublisher
+from registry.selectors import check_name
 from registry.tokens import DEFAULT_SCOPES, SCOPE_ACTIONS, TOKENS_SCOPE, Actor
 from registry.views import CATALOG_CSP, extension_url, not_found_page, personal_headers
 
@@ -129,13 +129,12 @@ def _page(
     request: HttpRequest, name: str, *, status: int = 200, error: str = "", done: str = "", form: dict[str, str]
 ) -> HttpResponseBase:
     actor = actor_of(request)
-    # Not asked of the database for a name no extension can have (NUL is an error on PostgreSQL).
-    extension = Extension.objects.filter(name=name).first() if is_valid_name(name) else None
+    extension = Extension.objects.filter(name=name).first()
     rows: list[TrustedPublisher] = []
     try:
         extension, rows = trusted_publishing.publishers_list(actor=actor, name=name)
     except NotFound as exc:
-        if extension is not None or not is_valid_name(name):
+        if extension is not None:  # (the name is valid: trusted_publishers_page checked it)
             return private_page(not_found_page(request, exc.message))
     except RegistryError as exc:  # not an owner
         response = render(
@@ -171,6 +170,7 @@ def trusted_publishers_page(request: HttpRequest, name: str) -> HttpResponseBase
         return login_redirect(request)
     form = {"issuer": "", "audience": "", "claims": ""}
     try:
+        check_name(name)  # the 404 that says why, before the database is asked (NUL: an error on PostgreSQL)
         if request.method != "POST":
             return _page(request, name, form=form)
         actor = actor_of(request)

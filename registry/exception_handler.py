@@ -47,7 +47,7 @@ def malformed_message(exc: Exception | None) -> str:
             if isinstance(exc, TooManyFieldsSent)
             else (settings.DATA_UPLOAD_MAX_NUMBER_FILES, "files")
         )
-        return f"malformed request: more than {many} {what}; allowed: at most {many}"
+        return f"malformed request: too many {what}; allowed: at most {many}"
     if isinstance(exc, DisallowedHost):
         return "malformed request: the Host header names no host this registry serves"
     return "malformed request"

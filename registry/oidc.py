@@ -157,6 +157,10 @@ def peek(token: object) -> UnverifiedToken:
         raise TokenRefused(
             "malformed", f"the token is {len(token)} characters long; an OIDC ID token is at most {MAX_TOKEN_CHARS}"
         )
+    if not token.isascii():
+        raise TokenRefused(
+            "malformed", "the token holds characters outside ASCII: a JWT is three base64url parts separated by dots"
+        )
     try:
         header = jwt.get_unverified_header(token)
         claims = jwt.decode(token, options={"verify_signature": False})

@@ -3,16 +3,21 @@
 
 from __future__ import annotations
 
+import codecs
 import io
 import json
 import re
 from typing import Any
 
+from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
 MAX_JSON_BODY = 1024 * 1024
-# A surrogate can only come from a \uD800-\uDFFF escape: UTF-8 (which decoding checks) has none.
+# JSON between systems is UTF-8 (RFC 8259 8.1); a byte order mark is tolerated.
+JSON_CHARSETS = frozenset({"utf-8", "utf-8-sig"})
+# A surrogate can only come from a \uD800-\uDFFF escape: UTF-8 (which decoding checks, and the
+# only charset taken) has none.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
@@ -29,10 +34,17 @@ def holds_lone_surrogate(document: Any) -> bool:
 
 class SafeJSONParser(JSONParser):
     """DRF's JSON parser, but bounded: a body over 1 MiB, or a document nested too deeply for the
-    decoder (``[[[[...]]]]``), is a 400 like any other malformed body, never a 500; and a lone
-    surrogate is refused here, once for every field of every view."""
+    decoder (``[[[[...]]]]``), is a 400 like any other malformed body, never a 500; so are a
+    charset other than UTF-8 and a lone surrogate, refused here once for every field of every view."""
 
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        charset = str((parser_context or {}).get("encoding") or settings.DEFAULT_CHARSET)
+        try:
+            utf8 = codecs.lookup(charset).name in JSON_CHARSETS
+        except LookupError:
+            utf8 = False
+        if not utf8:
+            raise ParseError(f"JSON parse error - the body's charset is {charset[:40]!r}; allowed: utf-8 (RFC 8259)")
         data = stream.read(MAX_JSON_BODY + 1) if stream is not None else b""
         if len(data) > MAX_JSON_BODY:
             raise ParseError(f"JSON parse error - the body is larger than {MAX_JSON_BODY // 1024} KiB")

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from rest_framework.renderers import JSONRenderer
+
+log = logging.getLogger(__name__)
 
 
 class _AsciiJSONRenderer(JSONRenderer):
@@ -20,4 +23,5 @@ class SafeJSONRenderer(JSONRenderer):
         try:
             return super().render(data, accepted_media_type, renderer_context)
         except UnicodeEncodeError:
+            log.warning("an answer holds a lone surrogate: some input reached it unchecked; sent escaped")
             return _AsciiJSONRenderer().render(data, accepted_media_type, renderer_context)

@@ -859,6 +859,31 @@ def test_a_lone_surrogate_anywhere_in_a_json_body_is_a_bad_request(env: Env, bod
     assert error["code"] == "bad_request" and "lone surrogate" in error["message"]
 
 
+@pytest.mark.parametrize("charset", ["utf-16", "utf-7", "latin-1", "unicode_escape"])
+def test_a_json_body_in_another_charset_than_utf8_is_a_bad_request(env: Env, charset: str) -> None:
+    # The lone-surrogate check reads the bytes: in UTF-16 (or through \U0000d800 in
+    # unicode_escape) a surrogate would pass it unseen; JSON is UTF-8 anyway (RFC 8259).
+    text = '{"name": "ci \ud800"}' if charset != "latin-1" else '{"name": "ci \u00e9"}'
+    response = env.client.generic(  # the body's bytes as they are (post() would encode them again)
+        "POST",
+        "/api/v1/tokens/",
+        text.encode(charset, "surrogatepass"),
+        content_type=f"application/json; charset={charset}",
+        HTTP_AUTHORIZATION=f"Bearer {env.token}",
+    )
+    assert response.status_code == 400, response.content
+    assert response.json()["error"]["message"] == (
+        f"JSON parse error - the body's charset is {charset!r}; allowed: utf-8 (RFC 8259)"
+    )
+    taken = env.client.post(
+        "/api/v1/tokens/",
+        b'{"name": "ci", "scopes": ["tokens"]}',
+        content_type="application/json; charset=UTF-8",
+        HTTP_AUTHORIZATION=f"Bearer {env.token}",
+    )
+    assert taken.status_code == 201, taken.content
+
+
 def test_a_surrogate_pair_is_text_and_is_taken(env: Env) -> None:
     body = b'{"name": "ci \\ud83d\\ude00", "scopes": ["tokens"]}'
     response = env.client.post(
@@ -874,7 +899,7 @@ def test_too_many_form_fields_or_an_unknown_host_is_a_bad_request_that_says_so(e
     assert response.status_code == 400, response.content
     assert response.json()["error"] == {
         "code": "bad_request",
-        "message": "malformed request: more than 1000 form fields; allowed: at most 1000",
+        "message": "malformed request: too many form fields; allowed: at most 1000",
         "details": [],
     }
     response = env.client.get("/api/v1/extensions/", HTTP_HOST="evil.example")

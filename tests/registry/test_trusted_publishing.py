@@ -379,6 +379,12 @@ def test_something_that_is_not_a_jwt_is_refused(world: World, garbage: str) -> N
     assert "not a JWT" in error["message"]
 
 
+def test_a_token_with_characters_outside_ascii_is_refused_as_malformed(world: World) -> None:
+    header, payload, signature = world.mint().split(".")
+    error = refused(world, world.exchange(f"{header}.{payload}\u00e9.{signature}"), 401, "malformed")
+    assert "outside ASCII" in error["message"]
+
+
 def test_an_issuer_that_cannot_be_reached_is_503_and_nothing_is_issued(world: World) -> None:
     from registry.oidc import KEYS
 
