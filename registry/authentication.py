@@ -167,5 +167,10 @@ class BasicPasswordAuthentication(authentication.BasicAuthentication):
                 allowed="send the username and password of an active user (HTTP Basic), or a token",
             ) from None
 
+    def authenticate_credentials(self, userid: str, password: str, request: Any = None) -> tuple[Any, None]:
+        if "\x00" in userid:  # no username has one, and PostgreSQL refuses it in a query
+            raise exceptions.AuthenticationFailed("Invalid username/password.")
+        return super().authenticate_credentials(userid, password, request)
+
     def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="registry"'

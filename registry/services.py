@@ -613,7 +613,9 @@ def owner_add(*, actor: Actor, name: str, username: str) -> Extension:
 def owner_remove(*, actor: Actor, name: str, username: str) -> Extension:
     extension = _extension_for_write(name)
     _require_owner(actor, extension, "owners")
-    ownership = extension.ownerships.select_related("user").filter(user__username=username).first()
+    # NUL (from the URL) is no username, and an error in a PostgreSQL query.
+    owners = extension.ownerships.select_related("user")
+    ownership = owners.filter(user__username=username).first() if "\x00" not in username else None
     if ownership is None:
         raise NotFound(f"{username!r} is not an owner of {name!r}")
     if extension.ownerships.count() == 1:

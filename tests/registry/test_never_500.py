@@ -7,6 +7,7 @@ Run it on PostgreSQL too (``pytest --postgres``): PostgreSQL refuses what SQLite
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import itertools
@@ -907,6 +908,26 @@ def test_too_many_form_fields_or_an_unknown_host_is_a_bad_request_that_says_so(e
     assert response.json()["error"]["message"] == (
         "malformed request: the Host header names no host this registry serves"
     )
+
+
+def test_nul_in_a_path_or_a_username_is_refused_and_still_audited(env: Env) -> None:
+    """NUL is an error in PostgreSQL's text and json (the CI's PostgreSQL run asks it): from a
+    failed authentication's path, an HTTP Basic username, or the owner named in the URL."""
+    from registry.models import AuditEvent
+
+    failed = env.client.get("/api/v1/extensions/a%00b/", HTTP_AUTHORIZATION="Bearer pvr_not-a-real-one")
+    assert failed.status_code == 401, failed.content
+    row = AuditEvent.objects.filter(action=AuditEvent.Action.AUTH_FAILURE).latest("id")
+    assert row.details["path"] == "/api/v1/extensions/a\\u0000b/"  # what was sent, storably
+    raw = base64.b64encode(b"ali\x00ce:pw").decode()
+    basic = env.client.post(
+        "/api/v1/tokens/", {"name": "x"}, content_type="application/json", HTTP_AUTHORIZATION=f"Basic {raw}"
+    )
+    assert basic.status_code == 401 and basic.json()["error"]["message"].startswith("wrong username or password")
+    assert AuditEvent.objects.filter(action=AuditEvent.Action.AUTH_FAILURE).count() == 2  # audited too
+    owner = env.client.delete("/api/v1/extensions/etcd/owners/a%00b/", HTTP_AUTHORIZATION=f"Bearer {env.token}")
+    assert owner.status_code == 404, owner.content
+    assert owner.json()["error"]["message"] == "'a\\x00b' is not an owner of 'etcd'"
 
 
 def test_the_json_renderer_escapes_a_lone_surrogate_rather_than_failing() -> None:
