@@ -118,6 +118,17 @@ def _one_line(text: str, limit: int = _MAX_LINE) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
+def _root_left_out(output: str, root: Path | None) -> str:
+    """A tool's output with the extension root's absolute path left out wherever it names it (a
+    message the tools' patterns do not know: "Failed to load KCL file '/abs/kcl/x.k'"), so that
+    its paths are the extension's and the server's directories are never shown."""
+    if root is None:
+        return output
+    for prefix in {f"{root}{os.sep}", f"{root.resolve()}{os.sep}"}:
+        output = output.replace(prefix, "")
+    return output
+
+
 def _shown_path(path: str, root: Path | None) -> str:
     """A tool's (absolute) path relative to the extension root when it is inside it."""
     if root is not None:
@@ -146,6 +157,7 @@ def kcl_summary(output: str, *, root: Path | None = None) -> str:
     """KCL's error output as one informative line: ``kcl/x.k:5:5: TypeError: expected int, got str(x)``,
     other locations of the first error after ``;``, and how many other errors there were."""
     errors: list[tuple[str, list[tuple[str, str]]]] = []  # (kind, [(location, label)])
+    output = _root_left_out(output, root)
     for raw in _ANSI.sub("", output).splitlines():
         line = raw.rstrip()
         header = _KCL_HEADER.match(line)
@@ -206,6 +218,7 @@ def nushell_summary(output: str, *, root: Path | None = None) -> str:
     headline = ""
     where = ""
     labels: list[str] = []
+    output = _root_left_out(output, root)
     for raw in _ANSI.sub("", output).splitlines():
         line = raw.rstrip()
         if not headline:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from extensions.checks import nushell_summary, run_content_checks, run_extension_tests
+from extensions.checks import kcl_summary, nushell_summary, run_content_checks, run_extension_tests
 
 
 def _write(root: Path, rel: str, text: str) -> Path:
@@ -254,6 +254,15 @@ def test_a_nushell_report_drawn_with_boxes_and_colours_becomes_one_bounded_line(
     )
     long = nushell_summary("Error: x\n\n  x " + "very long " * 200 + "\n")
     assert len(long) <= 400 and long.endswith("…") and "\n" not in long
+
+
+def test_a_tool_message_naming_the_servers_directory_shows_the_extensions_path_only(tmp_path: Path) -> None:
+    root = tmp_path / "var" / "tmp" / "build-1" / "content"
+    said = f"Failed to load KCL file '{root}/kcl/m.k'. Because 'stream did not contain valid UTF-8'"
+    assert kcl_summary(said, root=root) == (
+        "Failed to load KCL file 'kcl/m.k'. Because 'stream did not contain valid UTF-8'"
+    )
+    assert str(tmp_path) not in nushell_summary(f"Error: cannot open {root}/nulib/a.nu\n", root=root)
 
 
 def test_a_provisioning_nu_that_is_not_an_executable_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
