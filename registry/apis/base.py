@@ -64,8 +64,9 @@ class StrictBoolean(serializers.BooleanField):
         return data
 
 
-#: Not blank, no NUL (DRF refuses NUL in text): the pattern documented for every text input.
-TEXT_PATTERN = r"^[^\x00]*[^\x00\s][^\x00]*$"
+#: Not blank, no control characters (C0, DEL, C1: a name or reason is one line of text, and an
+#: escape sequence in one would reach terminals and logs): the pattern documented for every text input.
+TEXT_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]*[^\x00-\x1f\x7f-\x9f\s][^\x00-\x1f\x7f-\x9f]*$"
 
 
 def text_field(max_length: int, **options: Any) -> StrictText:
@@ -74,7 +75,7 @@ def text_field(max_length: int, **options: Any) -> StrictText:
     return StrictText(
         max_length=max_length,
         min_length=1,
-        validators=[RegexValidator(TEXT_PATTERN, message="This field may not be blank.")],
+        validators=[RegexValidator(TEXT_PATTERN, message="This field may not be blank or hold control characters.")],
         **options,
     )
 
