@@ -25,7 +25,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_http_methods
 
-from registry import services, trusted_publishing
+from registry import publishers, services, trusted_publishing
 from registry.apis.base import base_url
 from registry.apis.tokens import TokenInput
 from registry.authentication import AuthFailureThrottle, client_address, record_auth_failure
@@ -149,6 +149,8 @@ def _page(
         "extension": extension,
         "extension_url": extension_url(name) if extension is not None else None,
         "publishers": [(p, trusted_publishing.publisher_problem(p)) for p in rows],
+        # For a name that does not exist: another user's live reservation of it (adding one is refused).
+        "reserved": publishers.reservation_conflict(name=name, user=actor.user) if extension is None else None,
         "issuers": list(settings.REGISTRY_OIDC_ISSUERS),
         "default_audience": base_url(request),
         "pending_days": settings.REGISTRY_OIDC_PENDING_DAYS,

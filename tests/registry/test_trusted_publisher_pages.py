@@ -140,7 +140,16 @@ def test_anyone_signed_in_reserves_a_new_name_with_a_pending_publisher(db: None)
     response = add(bob, "repository=bob/kvstore", url=url)
     assert response.status_code == 200 and "Added pending trusted publisher" in response.content.decode()
     assert TrustedPublisher.objects.get().pending_name == "kvstore"
-    assert browser(make_user("carol")).get(url).content.decode().count("bob/kvstore") == 0  # others see nothing
+    assert "reserves the name for you" in bob.get(url).content.decode()
+    carol = browser(make_user("carol"))
+    seen = carol.get(url).content.decode()
+    assert seen.count("bob/kvstore") == 0  # others see nothing of it but that the name is taken
+    until = TrustedPublisher.objects.get().reserved_until
+    assert until is not None
+    assert f"reserved by another user's pending trusted publisher until {until:%Y-%m-%d}" in seen
+    assert "reserves the name for you" not in seen
+    similar = carol.get("/extensions/kv-store/trusted-publishers/").content.decode()
+    assert "too similar to kvstore, which is reserved by another user" in similar
 
 
 def test_invalid_names_are_the_catalogs_404(db: None) -> None:
