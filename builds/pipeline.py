@@ -36,6 +36,7 @@ from extensions import checks, sandbox, sandboxed_steps
 from extensions import interface as kcl_interface
 from extensions.archive import PackageInfo
 from extensions.manifest import Manifest
+from extensions.readme import MAX_README_HTML, shown_as_text
 from registry import services as catalog
 from registry import storage
 from registry.errors import RegistryError
@@ -244,12 +245,20 @@ def _check_content(workdir: Path, manifest: Manifest, steps: StepLog, sandboxed:
     steps.add(
         "readme",
         "passed",
-        "rendered and sanitized" if readme_html else "no README",
+        _readme_said(str(readme_html)),
         float(value.get("readme_seconds") or 0),
     )
     interface = kcl_interface.interface_from_dict(value.get("interface"), limits=limits)
     steps.add("interface", "passed", kcl_interface.summary(interface), float(value.get("interface_seconds") or 0))
     return Checked(str(readme_html), interface)
+
+
+def _readme_said(readme_html: str) -> str:
+    if not readme_html:
+        return "no README"
+    if shown_as_text(readme_html):
+        return f"shown as text: its HTML would be more than {MAX_README_HTML:,} characters (allowed: at most that)"
+    return "rendered and sanitized"
 
 
 def _commit(

@@ -538,7 +538,7 @@ def _check_nu(
     if errors:
         raise _CheckFailed("Nushell parse error: " + "\n".join(dict.fromkeys(errors)))
     if proc.returncode != 0:
-        said = nushell_summary(proc.stderr.decode("utf-8", "replace"), root=None)
+        said = nushell_summary(proc.stderr.decode("utf-8", "replace"), root=root)
         raise _CheckFailed(f"Nushell could not parse the file: {said or f'exit {proc.returncode}'}")
     return ""
 

@@ -13,6 +13,7 @@ import html
 
 import nh3
 from markdown_it import MarkdownIt
+from markdown_it.token import Token
 
 _MAX_README_CHARS = 512 * 1024
 # What a README's HTML may grow to: about four times its largest text, room for tables of short
@@ -43,26 +44,50 @@ def render_readme(text: str | None) -> str:
     if len(text) > _MAX_README_CHARS:
         text = text[:_MAX_README_CHARS] + "\n\n*(README truncated)*\n"
     # html=False: raw HTML in the Markdown is escaped, not passed through; nh3 is the second guard.
-    rendered = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table").render(text)
+    md = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
+    env: dict[str, object] = {}
+    tokens = md.parse(text, env)
+    # A link reference's URL and title are written out again at each use: counted before anything
+    # is written, so that a README that would be megabytes of HTML costs no more than its parse.
+    if _attribute_characters(tokens) > MAX_README_HTML:
+        return _as_text(text)
     cleaned = nh3.clean(
-        rendered,
+        md.renderer.render(tokens, md.options, env),
         tags=_TAGS,
         attributes=_ATTRIBUTES,
         url_schemes=_URL_SCHEMES,
         link_rel="noopener noreferrer nofollow",
         strip_comments=True,
     )
-    return cleaned if len(cleaned) <= MAX_README_HTML else _as_text(text, len(cleaned))
+    return cleaned if len(cleaned) <= MAX_README_HTML else _as_text(text)
 
 
-def _as_text(text: str, rendered: int) -> str:
-    """The README as preformatted text (escaped; cut to fit MAX_README_HTML), saying why."""
-    note = (
-        f"<p><em>This README renders to {rendered:,} characters of HTML (allowed: at most "
-        f"{MAX_README_HTML:,}), so it is shown as text.</em></p>\n"
+def shown_as_text(readme_html: str) -> bool:
+    """Whether render_readme gave the README as text (its HTML would have been too long)."""
+    return readme_html.startswith(_TEXT_NOTE)
+
+
+def _attribute_characters(tokens: list[Token]) -> int:
+    return sum(
+        len(str(value)) for token in tokens for child in token.children or () for value in (child.attrs or {}).values()
     )
-    room = MAX_README_HTML - len(note) - len("<pre></pre>\n")
+
+
+_TEXT_NOTE = "<p><em>This README would be more than "
+
+
+def _as_text(text: str) -> str:
+    """The README as preformatted text (escaped; cut to fit MAX_README_HTML), saying why."""
+    text = text.replace("\x00", "\ufffd")  # as Markdown rendering does (NUL cannot be stored)
+    room = MAX_README_HTML - 400  # the note and the <pre>
     body = html.escape(text)
+    cut = ""
     if len(body) > room:
-        body = html.escape(text[: room // 6])  # an escape is at most six characters (&quot;)
+        kept = room // 6  # an escape is at most six characters (&quot;)
+        body = html.escape(text[:kept])
+        cut = f" (its first {kept:,} characters)"
+    note = (
+        f"{_TEXT_NOTE}{MAX_README_HTML:,} characters of HTML (allowed: at most that), "
+        f"so it is shown as text{cut}.</em></p>\n"
+    )
     return f"{note}<pre>{body}</pre>\n"

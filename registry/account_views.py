@@ -25,11 +25,11 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_http_methods
 
-from registry import publishers, services, trusted_publishing
+from registry import services, trusted_publishing
 from registry.apis.base import base_url
 from registry.apis.tokens import TokenInput
 from registry.authentication import AuthFailureThrottle, client_address, record_auth_failure
-from registry.errors import NotFound, RegistryError
+from registry.errors import NameTaken, NotFound, RegistryError
 from registry.models import ApiToken, Extension, TrustedPublisher
 from registry.selectors import check_name
 from registry.tokens import DEFAULT_SCOPES, SCOPE_ACTIONS, TOKENS_SCOPE, Actor
@@ -125,6 +125,15 @@ def _claims_from_text(text: str) -> dict[str, str] | str:
     return claims
 
 
+def _name_refusal(actor: Actor, name: str) -> str:
+    """Why a publish (and so a pending publisher) would be refused this new name, or ""."""
+    try:
+        services.check_name_available(actor, name)
+    except NameTaken as exc:
+        return exc.message
+    return ""
+
+
 def _page(
     request: HttpRequest, name: str, *, status: int = 200, error: str = "", done: str = "", form: dict[str, str]
 ) -> HttpResponseBase:
@@ -149,8 +158,7 @@ def _page(
         "extension": extension,
         "extension_url": extension_url(name) if extension is not None else None,
         "publishers": [(p, trusted_publishing.publisher_problem(p)) for p in rows],
-        # For a name that does not exist: another user's live reservation of it (adding one is refused).
-        "reserved": publishers.reservation_conflict(name=name, user=actor.user) if extension is None else None,
+        "refusal": _name_refusal(actor, name) if extension is None else "",
         "issuers": list(settings.REGISTRY_OIDC_ISSUERS),
         "default_audience": base_url(request),
         "pending_days": settings.REGISTRY_OIDC_PENDING_DAYS,

@@ -4,10 +4,12 @@ are rendered by registry.exception_handler.exception_handler."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import RegexValidator
 from django.http import HttpRequest
 from rest_framework import serializers
@@ -67,6 +69,24 @@ class StrictBoolean(serializers.BooleanField):
 #: Not blank, no control characters (C0, DEL, C1: a name or reason is one line of text, and an
 #: escape sequence in one would reach terminals and logs): the pattern documented for every text input.
 TEXT_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]*[^\x00-\x1f\x7f-\x9f\s][^\x00-\x1f\x7f-\x9f]*$"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+class TextValidator(RegexValidator):
+    """TEXT_PATTERN (so the schema documents it), saying which control character it found."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_PATTERN, message="This field may not be blank.")
+
+    def __call__(self, value: Any) -> None:
+        found = _CONTROL.search(str(value))
+        if found:
+            raise DjangoValidationError(
+                f"This field holds a control character (U+{ord(found[0]):04X}); allowed: one line of text "
+                "without control characters (U+0000-U+001F, U+007F-U+009F).",
+                code="invalid",
+            )
+        super().__call__(value)
 
 
 def text_field(max_length: int, **options: Any) -> StrictText:
@@ -75,7 +95,7 @@ def text_field(max_length: int, **options: Any) -> StrictText:
     return StrictText(
         max_length=max_length,
         min_length=1,
-        validators=[RegexValidator(TEXT_PATTERN, message="This field may not be blank or hold control characters.")],
+        validators=[TextValidator()],
         **options,
     )
 

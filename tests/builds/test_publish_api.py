@@ -272,6 +272,21 @@ def test_the_readme_is_rendered_to_sanitized_html(client: Client, publisher: Pub
     assert "<table>" in html and "<th>column</th>" in html and "<td>1</td>" in html
 
 
+def test_a_readme_that_would_be_megabytes_of_html_is_kept_as_text_and_the_log_says_so(
+    client: Client, publisher: Publisher
+) -> None:
+    # About 40 KB of Markdown (a 1 KB package): one long link reference used 4,100 times.
+    build = publisher("demo", "1.0.0", readme="[r]: https://e.example/" + "a" * 8000 + "\n\n" + "[r]" * 4100 + "\n")
+    step = next(e for e in build["log"] if e["step"] == "readme")
+    assert (step["status"], step["message"]) == (
+        "passed",
+        "shown as text: its HTML would be more than 2,097,152 characters (allowed: at most that)",
+    )
+    html = client.get("/api/v1/extensions/demo/versions/1.0.0/").json()["data"]["readme_html"]
+    assert html.startswith("<p><em>This README would be more than 2,097,152 characters of HTML") and len(html) < 60_000
+    assert "<pre>[r]: https://e.example/aaa" in html and "<a " not in html
+
+
 # --- following a build ------------------------------------------------------------------------------
 
 

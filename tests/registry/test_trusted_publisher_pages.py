@@ -4,6 +4,7 @@ nothing per-user is ever cacheable; failed logins are throttled and audited like
 
 from __future__ import annotations
 
+import html
 import re
 from typing import Any
 
@@ -142,14 +143,21 @@ def test_anyone_signed_in_reserves_a_new_name_with_a_pending_publisher(db: None)
     assert TrustedPublisher.objects.get().pending_name == "kvstore"
     assert "reserves the name for you" in bob.get(url).content.decode()
     carol = browser(make_user("carol"))
-    seen = carol.get(url).content.decode()
+    seen = html.unescape(carol.get(url).content.decode())
     assert seen.count("bob/kvstore") == 0  # others see nothing of it but that the name is taken
     until = TrustedPublisher.objects.get().reserved_until
     assert until is not None
-    assert f"reserved by another user's pending trusted publisher until {until:%Y-%m-%d}" in seen
+    assert (
+        "kvstore does not exist yet, and a publisher added here would be refused: 'kvstore' is reserved by "
+        f"another user's pending trusted publisher until {until:%Y-%m-%d}; choose a clearly different name"
+    ) in seen
     assert "reserves the name for you" not in seen
-    similar = carol.get("/extensions/kv-store/trusted-publishers/").content.decode()
-    assert "too similar to kvstore, which is reserved by another user" in similar
+    similar = html.unescape(carol.get("/extensions/kv-store/trusted-publishers/").content.decode())
+    assert "'kv-store' is too similar to 'kvstore', which is reserved by another user's" in similar
+    refused = html.unescape(add(carol, "repository=carol/kvstore", url=url).content.decode())
+    assert refused.count("reserved by another user's pending trusted publisher") == 1  # the error, once
+    reserved = html.unescape(carol.get("/extensions/admin/trusted-publishers/").content.decode())
+    assert "a publisher added here would be refused: 'admin' is a reserved name" in reserved
 
 
 def test_invalid_names_are_the_catalogs_404(db: None) -> None:
