@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clients.errors import ClientError, UsageError, os_error_message
+from clients.errors import ClientError, UsageError, VerificationError, os_error_message
 from clients.lockfile import LOCKFILE_NAME, LockedExtension, Lockfile
 from clients.progress import ProgressCallback, ProgressFactory
 from clients.registry_client import RegistryClient, RegistryErrorAnswer, RegistryUnavailable
@@ -554,6 +554,14 @@ def install(
                 raise
             chosen = resolution.resolved[extension]
             provided = chosen.extra.get("provides", {}).get(kind_dir(type), ())
+            if extension != name and name not in provided:
+                # The lookup is the registry's word only; the index document (signed) is not.
+                raise VerificationError(
+                    "lookup",
+                    f"the registry answered {extension} for {type} {name!r}, but {extension} {chosen.version} "
+                    f"neither is {name!r} nor provides it as a {type}: nothing was installed "
+                    "(an answer altered on the way, or a registry in error)",
+                )
             if chosen.type != type and name not in provided:
                 raise ClientError(
                     f"{extension} is a {chosen.type}, not a {type}: "

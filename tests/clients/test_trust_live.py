@@ -139,6 +139,25 @@ def test_a_swapped_package_with_every_sha256_rewritten_is_refused(
         victim.assert_refused(victim.create("swap-me"), "mismatch", "swap-me")
 
 
+def test_a_lookup_answer_naming_another_extension_is_refused(
+    capsys: Capsys, registry: LiveRegistry, tmp_path: Path
+) -> None:
+    """The lookup (which extension is `taskserv NAME`) is the registry's word only: an answer
+    altered to name another signed extension must not install that one as NAME."""
+    publish(registry, tmp_path, "wanted", "1.0.0")
+    publish(registry, tmp_path, "planted", "1.0.0")
+    with TamperingProxy(registry.url) as proxy:
+        victim = Victim(capsys, proxy.url, tmp_path)
+        proxy.rewrite = lambda ex: (
+            ex.replace_body(b'"name":"wanted"', b'"name":"planted"')
+            if ex.path.startswith("/api/v1/extensions/taskserv/wanted")
+            else ex
+        )
+        victim.assert_refused(victim.create("wanted"), "the registry answered planted for taskserv 'wanted'")
+        proxy.rewrite = None
+        assert victim.create("wanted").code == 0  # the true answer installs
+
+
 def test_the_library_verifies_by_default_too(
     registry: LiveRegistry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
