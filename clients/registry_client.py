@@ -64,7 +64,13 @@ ProgressCallback = Callable[[int, "int | None"], None]
 CHUNK = 64 * 1024
 UNREACHABLE_RETRY_SECONDS = 30.0  # with cache_fallback, how long an unreachable registry is not asked again
 MAX_DOWNLOAD_BYTES = 256 * 1024 * 1024  # far above the registry's package limit: a stream past it is refused
+# A JSON answer (decompressed) far above the largest the API gives (an index document of thousands
+# of versions is a few MB), and how long its body may take as a whole (a read timeout alone lets a
+# server that drips a byte at a time hold the client for ever).
+MAX_ANSWER_BYTES = 32 * 1024 * 1024
+ANSWER_SECONDS = 120.0
 USER_AGENT = "provisioning-client/0.1"
+_READ_ENCODINGS = ("content-encoding", "content-length", "transfer-encoding")
 FINAL_BUILD_STATES = ("succeeded", "failed")
 _SHA256_RE = re.compile(r"[0-9a-f]{64}", re.ASCII)
 # The registry's reasons for refusing a token (before "; send a valid token as ..."), said shortly.
@@ -251,12 +257,38 @@ class RegistryClient:
             raise RegistryUnavailable(f"{what} needs the registry, but --offline was given: drop --offline to ask it")
 
     def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """The answer, its body read whole but bounded: at most MAX_ANSWER_BYTES once decompressed
+        (a gzip bomb is stopped as it expands), within ANSWER_SECONDS."""
         self._check_online(f"{method} {path}")
         self._check_reachable()
         try:
-            return self._http.request(method, self.url(path), **kwargs)
+            with self._http.stream(method, self.url(path), **kwargs) as streamed:
+                body = bytearray()
+                deadline = time.monotonic() + ANSWER_SECONDS
+                for chunk in streamed.iter_bytes():
+                    body += chunk
+                    if len(body) > MAX_ANSWER_BYTES or time.monotonic() > deadline:
+                        too = (
+                            f"larger than {MAX_ANSWER_BYTES // (1024 * 1024)} MiB"
+                            if len(body) > MAX_ANSWER_BYTES
+                            else (f"not whole after {ANSWER_SECONDS:.0f} s")
+                        )
+                        raise RegistryErrorAnswer(
+                            f"{method} {path}: the answer from the registry at {self.base_url} is {too}; "
+                            "nothing was used (a registry in error, or something between it and you)",
+                            code="bad_response",
+                            status=streamed.status_code,
+                        )
         except httpx.TransportError as exc:
             raise self._unavailable(exc) from None
+        except httpx.HTTPError as exc:  # a body that does not decode (bad gzip), too many redirects
+            raise RegistryErrorAnswer(
+                f"{method} {path}: the answer from the registry at {self.base_url} cannot be read: {_short(exc)}",
+                code="bad_response",
+            ) from None
+        # The body as read (decoded): the answer without its transfer encodings.
+        headers = [(k, v) for k, v in streamed.headers.multi_items() if k.lower() not in _READ_ENCODINGS]
+        return httpx.Response(streamed.status_code, headers=headers, content=bytes(body), request=streamed.request)
 
     def _check_reachable(self) -> None:
         """With ``cache_fallback``, a registry found unreachable is not asked again for a while (each
@@ -280,7 +312,7 @@ class RegistryClient:
         authenticated with (``"token"`` or ``"password"``), so a 401 can say what to do about it."""
         try:
             body = response.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):  # not JSON; a number past int's digits; too deep
             body = None
         if isinstance(body, dict) and body.get("success") is True and "data" in body and response.is_success:
             return body["data"]
@@ -353,7 +385,13 @@ class RegistryClient:
 
     def lookup(self, type: str, name: str) -> dict[str, Any]:
         """``GET /api/v1/extensions/{type}/{name}``: the extension providing TYPE NAME (``provided_by``)."""
-        data: dict[str, Any] = self._get(f"api/v1/extensions/{type}/{name}")
+        data = self._get(f"api/v1/extensions/{type}/{name}")
+        if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+            raise RegistryErrorAnswer(
+                f"GET api/v1/extensions/{type}/{name}: the registry at {self.base_url} answered no extension "
+                "(its data names none)",
+                code="bad_response",
+            )
         return data
 
     def provided(self, kind: str) -> list[dict[str, Any]]:

@@ -1,0 +1,133 @@
+"""What a hostile registry (or something between it and the client) answers to the JSON API: the
+client reads a bounded, decoded body within a deadline, and every malformed answer is a one-line
+error, never a traceback, an exhausted memory or a wait without end."""
+
+from __future__ import annotations
+
+import gzip
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from clients import registry_client
+from clients.registry_client import RegistryClient, RegistryErrorAnswer
+from tests.clients.client_tools import run
+
+Capsys = pytest.CaptureFixture[str]
+Answer = Callable[[BaseHTTPRequestHandler], None]
+
+
+def _json(handler: BaseHTTPRequestHandler, body: bytes, *headers: tuple[str, str]) -> None:
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    for name, value in headers:
+        handler.send_header(name, value)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
+def _endless(handler: BaseHTTPRequestHandler) -> None:
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.end_headers()  # no length: the body ends when the connection does (never)
+    block = b'{"success":true,"data":"' + b"a" * 65536
+    try:
+        while True:
+            handler.wfile.write(block)
+    except OSError:
+        pass
+
+
+def _drip(handler: BaseHTTPRequestHandler) -> None:
+    body = b'{"success": true, "data": {"name": "etcd"}}'
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    try:
+        for byte in body:
+            handler.wfile.write(bytes([byte]))
+            handler.wfile.flush()
+            time.sleep(0.5)
+    except OSError:
+        pass
+
+
+BOMB = gzip.compress(b'{"success":true,"data":"' + b" " * (64 * 1024 * 1024), 9)  # 64 MiB from about 64 KB
+ANSWERS: dict[str, Answer] = {
+    "gzip bomb": lambda h: _json(h, BOMB, ("Content-Encoding", "gzip")),
+    "endless body": _endless,
+    "bad gzip": lambda h: _json(h, b"not gzip at all", ("Content-Encoding", "gzip")),
+    "nested too deeply": lambda h: _json(h, b'{"success":true,"data":' + b"[" * 100_000 + b"]" * 100_000 + b"}"),
+    "a number past int's digits": lambda h: _json(h, b'{"success":true,"data":{"name":' + b"9" * 100_000 + b"}}"),
+    "data that is no extension": lambda h: _json(h, b'{"success":true,"data":["etcd"]}'),
+    "drip": _drip,
+}
+
+
+@pytest.fixture
+def hostile() -> Iterator[Callable[[str], str]]:
+    """Start a server answering every GET with ANSWERS[name]; gives its URL."""
+    servers: list[ThreadingHTTPServer] = []
+
+    def start(name: str) -> str:
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                ANSWERS[name](self)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        ("gzip bomb", "is larger than 32 MiB; nothing was used"),
+        ("endless body", "is larger than 32 MiB; nothing was used"),
+        ("bad gzip", "cannot be read"),
+        ("nested too deeply", "without the JSON envelope"),
+        ("a number past int's digits", "without the JSON envelope"),
+        ("data that is no extension", "answered no extension"),
+    ],
+)
+def test_a_malformed_or_unbounded_answer_is_a_clear_error(
+    hostile: Callable[[str], str], answer: str, said: str
+) -> None:
+    started = time.monotonic()
+    with RegistryClient(hostile(answer), verify=False) as client, pytest.raises(RegistryErrorAnswer) as refused:
+        client.lookup("taskserv", "etcd")
+    assert said in refused.value.message and refused.value.code == "bad_response"
+    assert time.monotonic() - started < 30
+
+
+def test_an_answer_dripped_a_byte_at_a_time_is_given_up_at_the_deadline(
+    hostile: Callable[[str], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(registry_client, "ANSWER_SECONDS", 1.0)
+    started = time.monotonic()
+    with RegistryClient(hostile("drip"), verify=False) as client, pytest.raises(RegistryErrorAnswer) as refused:
+        client.lookup("taskserv", "etcd")
+    assert "is not whole after 1 s" in refused.value.message
+    assert time.monotonic() - started < 5  # the deadline, not 0.5 s per byte of the body
+
+
+def test_the_cli_says_it_in_one_line(capsys: Capsys, hostile: Callable[[str], str]) -> None:
+    result = run(capsys, "--registry", hostile("bad gzip"), "--no-verify", "extension", "info", "etcd")
+    assert result.code == 1
+    [error] = [line for line in result.err.splitlines() if not line.startswith("warning: --no-verify")]
+    assert error.startswith("error: GET api/v1/extensions/etcd") and "cannot be read" in error
