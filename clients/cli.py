@@ -218,6 +218,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         # A file system error the library had no better words for: one line, never a traceback.
         out.failure(ClientError(f"cannot continue: {os_error_message(exc)}", code="os_error"))
         return 1
+    except Exception as exc:
+        # An HTTP failure the library had no better words for (a connection cut while signed metadata
+        # streams in, a redirect loop): one line too. httpx is looked up, not imported: only the
+        # commands that talk to a registry load it.
+        httpx = sys.modules.get("httpx")
+        if httpx is None or not isinstance(exc, httpx.HTTPError):
+            raise
+        out.failure(ClientError(f"the exchange with the registry failed: {exc}", code="unavailable"))
+        return 1
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -57,6 +58,14 @@ def _drip(handler: BaseHTTPRequestHandler) -> None:
         pass
 
 
+def _cut_short(handler: BaseHTTPRequestHandler) -> None:
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", "100000")
+    handler.end_headers()
+    handler.wfile.write(b'{"signed": {"_type": "root", ')  # and the connection closes
+
+
 BOMB = gzip.compress(b'{"success":true,"data":"' + b" " * (64 * 1024 * 1024), 9)  # 64 MiB from about 64 KB
 ANSWERS: dict[str, Answer] = {
     "gzip bomb": lambda h: _json(h, BOMB, ("Content-Encoding", "gzip")),
@@ -66,6 +75,7 @@ ANSWERS: dict[str, Answer] = {
     "a number past int's digits": lambda h: _json(h, b'{"success":true,"data":{"name":' + b"9" * 100_000 + b"}}"),
     "data that is no extension": lambda h: _json(h, b'{"success":true,"data":["etcd"]}'),
     "drip": _drip,
+    "cut short": _cut_short,
 }
 
 
@@ -131,3 +141,29 @@ def test_the_cli_says_it_in_one_line(capsys: Capsys, hostile: Callable[[str], st
     assert result.code == 1
     [error] = [line for line in result.err.splitlines() if not line.startswith("warning: --no-verify")]
     assert error.startswith("error: GET api/v1/extensions/etcd") and "cannot be read" in error
+
+
+def test_signed_metadata_cut_short_is_one_line_too(
+    capsys: Capsys, hostile: Callable[[str], str], tmp_path: Path
+) -> None:
+    result = run(capsys, "--registry", hostile("cut short"), "--home", tmp_path / "home", "trust", "show")
+    assert result.code == 1
+    [error] = result.err.splitlines()
+    assert error.startswith("error: "), result.err
+    assert "Traceback" not in result.err
+    assert not list((tmp_path / "home").rglob("*.json")), "nothing of the cut answer is kept"
+
+
+def test_an_http_failure_the_library_has_no_words_for_is_one_line(
+    capsys: Capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import httpx
+
+    def cut(*args: object, **kwargs: object) -> None:
+        raise httpx.ReadError("connection reset by peer")
+
+    monkeypatch.setattr(RegistryClient, "lookup", cut)
+    result = run(capsys, "--home", tmp_path / "home", "taskserv", "create", "etcd", "--infra", tmp_path / "infra")
+    assert result.code == 1
+    assert result.err == "error: the exchange with the registry failed: connection reset by peer\n"
+    assert not (tmp_path / "infra").exists()
