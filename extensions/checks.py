@@ -12,6 +12,7 @@ evaluating ``export-env`` blocks; KCL compiles in a child process with a time li
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
@@ -567,9 +568,24 @@ def _tool_env() -> dict[str, str]:
     return env
 
 
-@cache
+_HOMES: dict[int, str] = {}  # by process: a forked child makes (and removes) its own
+
+
 def _private_home() -> str:
-    return tempfile.mkdtemp(prefix="provisioning-tools-")
+    home = _HOMES.get(os.getpid())
+    if home is None:
+        if not _HOMES:
+            atexit.register(remove_private_home)
+        home = _HOMES[os.getpid()] = tempfile.mkdtemp(prefix="provisioning-tools-")
+    return home
+
+
+def remove_private_home() -> None:
+    """Remove this process's private HOME for the tools, if it made one: at exit, and by a
+    sandboxed run, which ends with os._exit (atexit does not run there) and is a process per build."""
+    home = _HOMES.pop(os.getpid(), None)
+    if home is not None:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def _check_kcl_dir(

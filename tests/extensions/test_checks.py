@@ -515,3 +515,17 @@ def test_a_tool_stopped_by_its_cpu_timer_fails_the_check_as_past_its_cpu_time(tm
         "failed",
         "Nushell was stopped: it exceeded the CPU time allowed for one check",
     )
+
+
+def test_the_tools_private_home_is_removed_when_its_run_is_done() -> None:
+    from extensions import checks
+
+    home = Path(checks._tool_env()["HOME"])
+    assert home.is_dir() and home.name.startswith("provisioning-tools-")
+    assert checks._tool_env()["HOME"] == str(home)  # one per process while it runs
+    checks.remove_private_home()  # what a sandboxed check run does before its process ends
+    assert not home.exists()
+    again = Path(checks._tool_env()["HOME"])
+    assert again.is_dir() and again != home
+    checks.remove_private_home()
+    assert not again.exists()
