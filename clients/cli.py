@@ -225,7 +225,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         httpx = sys.modules.get("httpx")
         if httpx is None or not isinstance(exc, httpx.HTTPError):
             raise
-        out.failure(ClientError(f"the exchange with the registry failed: {exc}", code="unavailable"))
+        said = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        out.failure(ClientError(f"the exchange with the registry failed: {said}", code="unavailable"))
         return 1
 
 

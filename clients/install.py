@@ -166,7 +166,26 @@ def find_extension(client: RegistryClient, type: str, name: str) -> str:
             code="not_found",
             details=[{"name": name, "type": type, "suggestions": close}],
         ) from None
-    return str(found_item["name"])
+    found = str(found_item["name"])
+    if found != name:
+        _check_provider(client, type, name, found)
+    return found
+
+
+def _check_provider(client: RegistryClient, type: str, name: str, found: str) -> None:
+    """The lookup is the registry's word only; the index document (signed) is not. By the
+    registry's own rule the extension it named must provide ``type NAME`` in its latest version."""
+    document = client.index(found)
+    latest = None
+    if document is not None:
+        with contextlib.suppress(ExtensionError):
+            latest = latest_version(parse_index(document, name=found)[1])
+    if latest is None or name not in latest.extra.get("provides", {}).get(kind_dir(type), ()):
+        raise VerificationError(
+            "lookup",
+            f"the registry answered {found} for {type} {name!r}, but the latest version of {found} does not "
+            f"provide it as a {type}: nothing was installed (an answer altered on the way, or a registry in error)",
+        )
 
 
 def latest_version(versions: Sequence[Candidate]) -> Candidate | None:
@@ -554,14 +573,6 @@ def install(
                 raise
             chosen = resolution.resolved[extension]
             provided = chosen.extra.get("provides", {}).get(kind_dir(type), ())
-            if extension != name and name not in provided:
-                # The lookup is the registry's word only; the index document (signed) is not.
-                raise VerificationError(
-                    "lookup",
-                    f"the registry answered {extension} for {type} {name!r}, but {extension} {chosen.version} "
-                    f"neither is {name!r} nor provides it as a {type}: nothing was installed "
-                    "(an answer altered on the way, or a registry in error)",
-                )
             if chosen.type != type and name not in provided:
                 raise ClientError(
                     f"{extension} is a {chosen.type}, not a {type}: "

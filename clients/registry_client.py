@@ -70,7 +70,7 @@ MAX_DOWNLOAD_BYTES = 256 * 1024 * 1024  # far above the registry's package limit
 MAX_ANSWER_BYTES = 32 * 1024 * 1024
 ANSWER_SECONDS = 120.0
 USER_AGENT = "provisioning-client/0.1"
-_READ_ENCODINGS = ("content-encoding", "content-length", "transfer-encoding")
+_READ_ENCODINGS = (b"content-encoding", b"content-length", b"transfer-encoding")
 FINAL_BUILD_STATES = ("succeeded", "failed")
 _SHA256_RE = re.compile(r"[0-9a-f]{64}", re.ASCII)
 # The registry's reasons for refusing a token (before "; send a valid token as ..."), said shortly.
@@ -287,7 +287,7 @@ class RegistryClient:
                 code="bad_response",
             ) from None
         # The body as read (decoded): the answer without its transfer encodings.
-        headers = [(k, v) for k, v in streamed.headers.multi_items() if k.lower() not in _READ_ENCODINGS]
+        headers = [(k, v) for k, v in streamed.headers.raw if k.lower() not in _READ_ENCODINGS]  # as sent
         return httpx.Response(streamed.status_code, headers=headers, content=bytes(body), request=streamed.request)
 
     def _check_reachable(self) -> None:

@@ -574,18 +574,20 @@ _HOMES: dict[int, str] = {}  # by process: a forked child makes (and removes) it
 def _private_home() -> str:
     home = _HOMES.get(os.getpid())
     if home is None:
-        if not _HOMES:
-            atexit.register(remove_private_home)
         home = _HOMES[os.getpid()] = tempfile.mkdtemp(prefix="provisioning-tools-")
     return home
 
 
 def remove_private_home() -> None:
     """Remove this process's private HOME for the tools, if it made one: at exit, and by a
-    sandboxed run, which ends with os._exit (atexit does not run there) and is a process per build."""
+    sandboxed run, which ends with os._exit (atexit does not run there) and is a process per build.
+    For a single-threaded process (a tool of another thread could be using it)."""
     home = _HOMES.pop(os.getpid(), None)
     if home is not None:
         shutil.rmtree(home, ignore_errors=True)
+
+
+atexit.register(remove_private_home)
 
 
 def _check_kcl_dir(

@@ -76,6 +76,7 @@ ANSWERS: dict[str, Answer] = {
     "data that is no extension": lambda h: _json(h, b'{"success":true,"data":["etcd"]}'),
     "drip": _drip,
     "cut short": _cut_short,
+    "a header not in ASCII": lambda h: _json(h, b'{"success":true,"data":{"name":"etcd"}}', ("X-Note", "caf\u00e9")),
 }
 
 
@@ -123,6 +124,11 @@ def test_a_malformed_or_unbounded_answer_is_a_clear_error(
         client.lookup("taskserv", "etcd")
     assert said in refused.value.message and refused.value.code == "bad_response"
     assert time.monotonic() - started < 30
+
+
+def test_a_header_not_in_ascii_is_no_trouble(hostile: Callable[[str], str]) -> None:
+    with RegistryClient(hostile("a header not in ASCII"), verify=False) as client:
+        assert client.lookup("taskserv", "etcd") == {"name": "etcd"}
 
 
 def test_an_answer_dripped_a_byte_at_a_time_is_given_up_at_the_deadline(
