@@ -176,16 +176,20 @@ def _check_provider(client: RegistryClient, type: str, name: str, found: str) ->
     """The lookup is the registry's word only; the index document (signed) is not. By the
     registry's own rule the extension it named must provide ``type NAME`` in its latest version."""
     document = client.index(found)
-    latest = None
-    if document is not None:
-        with contextlib.suppress(ExtensionError):
-            latest = latest_version(parse_index(document, name=found)[1])
+    latest = _latest_in(document, found) if document is not None else None
     if latest is None or name not in latest.extra.get("provides", {}).get(kind_dir(type), ()):
         raise VerificationError(
             "lookup",
             f"the registry answered {found} for {type} {name!r}, but the latest version of {found} does not "
             f"provide it as a {type}: nothing was installed (an answer altered on the way, or a registry in error)",
         )
+
+
+def _latest_in(document: bytes, name: str) -> Candidate | None:
+    """The latest version (`latest_version`) of NAME's index document, or None (none, or it does not parse)."""
+    with contextlib.suppress(ExtensionError):
+        return latest_version(parse_index(document, name=name)[1])
+    return None
 
 
 def latest_version(versions: Sequence[Candidate]) -> Candidate | None:
@@ -207,15 +211,13 @@ def _provider_in_cache(client: RegistryClient, type: str, name: str) -> str | No
         document = client.cached_index(candidate)
         if document is None:
             continue
-        with contextlib.suppress(ExtensionError):
-            _, versions = parse_index(document, name=candidate)
-            latest = latest_version(versions)
-            if latest is None:
-                continue
-            if name in latest.extra.get("provides", {}).get(kinds, ()):
-                providers.append(candidate)
-            if candidate == name:
-                named_type = latest.type
+        latest = _latest_in(document, candidate)
+        if latest is None:
+            continue
+        if name in latest.extra.get("provides", {}).get(kinds, ()):
+            providers.append(candidate)
+        if candidate == name:
+            named_type = latest.type
     if providers:
         return min(providers, key=lambda p: (p != name, p))
     return name if named_type == type else None
