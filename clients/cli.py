@@ -13,9 +13,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import itertools
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any, NoReturn
 
 from clients.config import Config, load_config
@@ -188,7 +191,26 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return commands.parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a service manager, `timeout`, `kill`), raised where the command is, so that it
+    cleans up as it does for Ctrl-C: no temporary download, no partly installed directory."""
+
+
+def _terminate(signum: int, frame: FrameType | None) -> NoReturn:
+    raise Terminated
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    if threading.current_thread() is not threading.main_thread():  # only there can a handler be set
+        return _main(argv)
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return _main(argv)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     wants_json = any(a == "--output=json" for a in argv) or any(
         a == "--output" and b == "json" for a, b in itertools.pairwise(argv)
@@ -209,6 +231,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ExtensionError as exc:
         out.failure(ClientError.from_extension_error(exc))
         return 1
+    except Terminated:
+        out.failure(ClientError("terminated (SIGTERM)", code="interrupted"))
+        return 143
     except KeyboardInterrupt:
         out.failure(ClientError("interrupted", code="interrupted"))
         return 130

@@ -69,8 +69,12 @@ MAX_DOWNLOAD_BYTES = 256 * 1024 * 1024  # far above the registry's package limit
 # server that drips a byte at a time hold the client for ever).
 MAX_ANSWER_BYTES = 32 * 1024 * 1024
 ANSWER_SECONDS = 120.0
+# A download may take ANSWER_SECONDS and then one second per this many bytes of its size: slower on
+# average, it is given up (a 50 MiB package gets 27 minutes).
+MIN_DOWNLOAD_RATE = 32 * 1024
 USER_AGENT = "provisioning-client/0.1"
 _READ_ENCODINGS = (b"content-encoding", b"content-length", b"transfer-encoding")
+_ANSWER_ENCODINGS = ("gzip", "deflate", "identity")  # asked for by every request but a download's
 FINAL_BUILD_STATES = ("succeeded", "failed")
 _SHA256_RE = re.compile(r"[0-9a-f]{64}", re.ASCII)
 # The registry's reasons for refusing a token (before "; send a valid token as ..."), said shortly.
@@ -163,7 +167,7 @@ class RegistryClient:
         self._documents: dict[str, bytes | None] = {}  # index documents this client already has
         self._http = httpx.Client(
             timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
-            headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
+            headers={"User-Agent": USER_AGENT, "Accept": "application/json", "Accept-Encoding": "gzip, deflate"},
         )
         # verify (the default, SPEC 6): index documents, packages and their signed build provenance
         # are checked against the registry's signed index (clients.trust, clients.provenance), with
@@ -257,28 +261,12 @@ class RegistryClient:
             raise RegistryUnavailable(f"{what} needs the registry, but --offline was given: drop --offline to ask it")
 
     def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        """The answer, its body read whole but bounded: at most MAX_ANSWER_BYTES once decompressed
-        (a gzip bomb is stopped as it expands), within ANSWER_SECONDS."""
+        """The answer, its body read whole but bounded (`_read_bounded`)."""
         self._check_online(f"{method} {path}")
         self._check_reachable()
         try:
             with self._http.stream(method, self.url(path), **kwargs) as streamed:
-                body = bytearray()
-                deadline = time.monotonic() + ANSWER_SECONDS
-                for chunk in streamed.iter_bytes():
-                    body += chunk
-                    if len(body) > MAX_ANSWER_BYTES or time.monotonic() > deadline:
-                        too = (
-                            f"larger than {MAX_ANSWER_BYTES // (1024 * 1024)} MiB"
-                            if len(body) > MAX_ANSWER_BYTES
-                            else (f"not whole after {ANSWER_SECONDS:.0f} s")
-                        )
-                        raise RegistryErrorAnswer(
-                            f"{method} {path}: the answer from the registry at {self.base_url} is {too}; "
-                            "nothing was used (a registry in error, or something between it and you)",
-                            code="bad_response",
-                            status=streamed.status_code,
-                        )
+                return self._read_bounded(streamed, what=f"{method} {path}")
         except httpx.TransportError as exc:
             raise self._unavailable(exc) from None
         except httpx.HTTPError as exc:  # a body that does not decode (bad gzip), too many redirects
@@ -286,6 +274,32 @@ class RegistryClient:
                 f"{method} {path}: the answer from the registry at {self.base_url} cannot be read: {_short(exc)}",
                 code="bad_response",
             ) from None
+
+    def _read_bounded(self, streamed: httpx.Response, *, what: str) -> httpx.Response:
+        """``streamed``'s answer with its body read whole, but bounded: in a content coding this
+        client asks for (a decoder it did not ask for, brotli's say, could expand without the bound
+        below seeing it), at most MAX_ANSWER_BYTES once decompressed (a gzip bomb is stopped as it
+        expands), within ANSWER_SECONDS."""
+        codings = [c.strip().lower() for c in streamed.headers.get("Content-Encoding", "").split(",") if c.strip()]
+        unasked = [c for c in codings if c not in _ANSWER_ENCODINGS]
+        too = f"encoded as {', '.join(unasked)}, which was not asked for (allowed: gzip, deflate)" if unasked else ""
+        body = bytearray()
+        deadline = time.monotonic() + ANSWER_SECONDS
+        for chunk in () if too else streamed.iter_bytes():
+            body += chunk
+            if len(body) > MAX_ANSWER_BYTES:
+                too = f"larger than {MAX_ANSWER_BYTES // (1024 * 1024)} MiB"
+            elif time.monotonic() > deadline:
+                too = f"not whole after {ANSWER_SECONDS:.0f} s"
+            if too:
+                break
+        if too:
+            raise RegistryErrorAnswer(
+                f"{what}: the answer from the registry at {self.base_url} is {too}; "
+                "nothing was used (a registry in error, or something between it and you)",
+                code="bad_response",
+                status=streamed.status_code,
+            )
         # The body as read (decoded): the answer without its transfer encodings.
         headers = [(k, v) for k, v in streamed.headers.raw if k.lower() not in _READ_ENCODINGS]  # as sent
         return httpx.Response(streamed.status_code, headers=headers, content=bytes(body), request=streamed.request)
@@ -310,10 +324,7 @@ class RegistryClient:
     def _data(self, response: httpx.Response, *, what: str, auth: str | None = None) -> Any:
         """The envelope's ``data``, or the error it carries. ``auth`` says what the request
         authenticated with (``"token"`` or ``"password"``), so a 401 can say what to do about it."""
-        try:
-            body = response.json()
-        except (ValueError, UnicodeDecodeError, RecursionError):  # not JSON; a number past int's digits; too deep
-            body = None
+        body = _json_or_none(response)
         if isinstance(body, dict) and body.get("success") is True and "data" in body and response.is_success:
             return body["data"]
         raise self._error(response, body, what=what, auth=auth)
@@ -633,8 +644,8 @@ class RegistryClient:
                         headers={"Accept": "application/gzip, application/json", "Accept-Encoding": "identity"},
                     ) as response:
                         if response.status_code != 200:
-                            response.read()
-                            raise self._error(response, _json_or_none(response), what=f"downloading {what}")
+                            answer = self._read_bounded(response, what=f"downloading {what}")
+                            raise self._error(answer, _json_or_none(answer), what=f"downloading {what}")
                         announced = (response.headers.get("X-Checksum-Sha256") or "").strip().lower()
                         if announced and announced != expected_sha256:
                             raise IntegrityError(
@@ -644,14 +655,31 @@ class RegistryClient:
                             )
                         length = response.headers.get("Content-Length")
                         total = int(length) if length and length.isdigit() else None
+                        if signed is not None and total is not None and total != signed.length:
+                            raise _length_mismatch(what, url, f"announced as {total} bytes", signed.length)
+                        # No more bytes than the signed metadata lists (or than any package may
+                        # have), and no slower than MIN_DOWNLOAD_RATE on average: a server that
+                        # sends without end, or drips, is given up.
+                        limit = signed.length if signed is not None else MAX_DOWNLOAD_BYTES
+                        allowed = ANSWER_SECONDS + (total if total is not None else limit) / MIN_DOWNLOAD_RATE
+                        started = time.monotonic()
                         if progress is not None:
                             progress(0, total)
                         for chunk in response.iter_raw():
                             received += len(chunk)
-                            if received > MAX_DOWNLOAD_BYTES:
+                            if received > limit and signed is not None:
+                                raise _length_mismatch(what, url, f"more than {limit} bytes", limit)
+                            if received > limit:
                                 raise IntegrityError(
                                     f"{what} from {url} is larger than {MAX_DOWNLOAD_BYTES} bytes, more than any "
                                     "package may be; nothing was kept"
+                                )
+                            if time.monotonic() - started > allowed:
+                                raise DownloadInterrupted(
+                                    f"the download of {what} from {url} was given up after {received}"
+                                    f"{f' of {total}' if total is not None else ''} bytes: it was not whole after "
+                                    f"{allowed:.0f} s (slower than {MIN_DOWNLOAD_RATE // 1024} KiB/s on average); "
+                                    "nothing was kept: run the command again to retry"
                                 )
                             handle.write(chunk)
                             digest.update(chunk)
@@ -672,11 +700,7 @@ class RegistryClient:
                     "nothing was kept: run the command again to retry"
                 )
             if signed is not None and received != signed.length:
-                raise VerificationError(
-                    "length_mismatch",
-                    f"length mismatch: {what} from {url} is {received} bytes, but the signed metadata lists "
-                    f"{signed.length}; nothing was kept",
-                )
+                raise _length_mismatch(what, url, f"{received} bytes", signed.length)
             actual = digest.hexdigest()
             if actual != expected_sha256:
                 raise IntegrityError(
@@ -842,8 +866,15 @@ class RegistryClient:
         return data
 
 
+def _length_mismatch(what: str, url: str, found: str, signed: int) -> VerificationError:
+    return VerificationError(
+        "length_mismatch",
+        f"length mismatch: {what} from {url} is {found}, but the signed metadata lists {signed}; nothing was kept",
+    )
+
+
 def _json_or_none(response: httpx.Response) -> Any:
     try:
         return response.json()
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (ValueError, RecursionError):  # not JSON, nor UTF-8; a number past int's digits; nested too deeply
         return None

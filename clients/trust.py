@@ -29,6 +29,7 @@ import os
 import re
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -59,6 +60,7 @@ __all__ = [
 TRUST_DIR = "trust"
 ROOT_ENV = "PROVISIONING_TRUST_ROOT"
 MAX_ROOT_BYTES = 512 * 1024
+METADATA_SECONDS = 120.0  # how long one metadata file or target may take as a whole
 _BAD_METADATA = (tuf_errors.RepositoryError, DeserializationError, ValueError, KeyError, TypeError)
 _SIGNED_BY = re.compile(r"signed by (\d+)/(\d+) keys")
 
@@ -162,8 +164,18 @@ class _Fetcher(FetcherInterface):
 
     @staticmethod
     def _chunks(response: httpx.Response) -> Iterator[bytes]:
+        """The body, given up past METADATA_SECONDS (a read timeout alone lets a server that drips
+        a byte at a time hold the client for ever; ngclient bounds the length)."""
+        deadline = time.monotonic() + METADATA_SECONDS
         try:
-            yield from response.iter_raw(64 * 1024)
+            for chunk in response.iter_raw():  # as it arrives: a chunk size would wait to fill it
+                if time.monotonic() > deadline:
+                    raise tuf_errors.DownloadError(
+                        f"GET {response.request.url} was not whole after {METADATA_SECONDS:.0f} s"
+                    )
+                yield chunk
+        except httpx.HTTPError as exc:  # cut short, reset: ngclient's own error, which the commands word
+            raise tuf_errors.DownloadError(f"GET {response.request.url}: {exc}") from None
         finally:
             response.close()
 

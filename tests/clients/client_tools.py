@@ -150,11 +150,15 @@ class _Handler(ForwardingHandler):
             # proxy that labels it so: the bytes are the package's, unchanged.
             self.send_header("Content-Encoding", "gzip")
             self.server.labelled.append(self.headers.get("Accept-Encoding", ""))
-        self.send_header("Content-Length", str(len(data)))
+        if mode != "endless":  # an endless body is delimited by the connection's end (never)
+            self.send_header("Content-Length", str(len(data)))
         self.send_header("Connection", "close")
         self.end_headers()
         self.close_connection = True
         if self.command == "HEAD":
+            return
+        if mode in ("endless", "drip", "stall"):
+            self._misbehave(mode, data)
             return
         if mode == "cut":
             self.server.cuts += 1
@@ -166,6 +170,32 @@ class _Handler(ForwardingHandler):
             middle = len(data) // 2
             data = data[:middle] + bytes([data[middle] ^ 0xFF]) + data[middle + 1 :]
         self.wfile.write(data)
+
+    def _misbehave(self, mode: str, data: bytes) -> None:
+        """The package, then zeros without end (``endless``); 256 bytes every 0.25 s (``drip``);
+        half of it, then nothing until the proxy stops (``stall``). ``sent`` counts the bytes."""
+        server = self.server
+        try:
+            if mode == "endless":
+                self.wfile.write(data)
+                server.sent += len(data)
+                while not server.stopping.is_set():
+                    self.wfile.write(bytes(65536))
+                    server.sent += 65536
+            elif mode == "drip":
+                for start in range(0, len(data), 256):
+                    self.wfile.write(data[start : start + 256])
+                    self.wfile.flush()
+                    server.sent += len(data[start : start + 256])
+                    if server.stopping.wait(0.25):
+                        return
+            else:
+                self.wfile.write(data[: len(data) // 2])
+                self.wfile.flush()
+                server.sent += len(data) // 2
+                server.stopping.wait(60)
+        except OSError:  # the client gave up
+            pass
 
 
 class ProxyServer(ThreadingHTTPServer):
@@ -200,11 +230,19 @@ class MisbehavingProxy(ProxyServer):
     """Forwards every request to ``upstream``; downloads are cut halfway (``mode="cut"``), have
     one byte flipped with the checksum headers removed (``mode="corrupt"``) or are labelled
     ``Content-Encoding: gzip`` with their bytes unchanged (``mode="gzip-label"``; ``labelled`` keeps
-    the Accept-Encoding of each); with ``mode="queued"`` a publish is answered as still queued."""
+    the Accept-Encoding of each), or sent without end, dripped or stalled halfway (``"endless"``,
+    ``"drip"``, ``"stall"``: `_Handler._misbehave`); with ``mode="queued"`` a publish is answered as
+    still queued."""
 
     def __init__(self, upstream: str, *, mode: str = "cut") -> None:
         super().__init__(upstream, _Handler)
         self.mode = mode
         self.cuts = 0
+        self.sent = 0
+        self.stopping = threading.Event()
         self.queued = 0
         self.labelled: list[str] = []
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stopping.set()
+        super().__exit__(*exc_info)

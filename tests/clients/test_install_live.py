@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
+from clients import registry_client
 from clients.lockfile import LockedExtension, Lockfile
 from clients.store import Store
 from tests.clients.client_tools import (
@@ -589,6 +590,62 @@ def test_a_package_served_with_content_encoding_gzip_is_kept_as_stored_and_verif
     assert hashlib.sha256(stored.read_bytes()).hexdigest() == expected["sha256"]
     assert stored.stat().st_size == expected["size"]
     assert installed_names(infra) == ["etcd"] and leftovers(home, infra) == []
+
+
+def test_a_download_sent_without_end_is_stopped_at_the_signed_length(
+    capsys: Capsys, examples_registry: LiveRegistry, tmp_path: Path
+) -> None:
+    home, infra = tmp_path / "home", tmp_path / "infra"
+    with MisbehavingProxy(examples_registry.url, mode="endless") as proxy:
+        result = create(capsys, proxy.url, home, infra, "etcd", "--version", "3.5.9", "--output", "json")
+        sent = proxy.sent
+    assert result.code == 1
+    error = result.json()["error"]
+    size = index_entry(examples_registry, "etcd", "3.5.9")["size"]
+    assert (error["code"], error["details"]) == ("verification_failed", [{"reason": "length_mismatch"}])
+    assert f"is more than {size} bytes, but the signed metadata lists {size}; nothing was kept" in error["message"]
+    # Read up to the signed length and no further (what the sockets' buffers held aside), where the
+    # client once read 256 MB before refusing it.
+    assert sent < 32 * 1024 * 1024
+    assert not infra.exists()
+    assert store_packages(home) == [] and leftovers(home) == []
+
+
+def test_a_download_dripped_slower_than_the_least_rate_is_given_up(
+    capsys: Capsys, examples_registry: LiveRegistry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(registry_client, "ANSWER_SECONDS", 1.0)  # and then 1 s per MiB of the package
+    monkeypatch.setattr(registry_client, "MIN_DOWNLOAD_RATE", 1024 * 1024)
+    home, infra = tmp_path / "home", tmp_path / "infra"
+    with MisbehavingProxy(examples_registry.url, mode="drip") as proxy:
+        started = time.monotonic()
+        result = create(capsys, proxy.url, home, infra, "etcd", "--version", "3.5.9")
+        took = time.monotonic() - started
+    size = int(index_entry(examples_registry, "etcd", "3.5.9")["size"])  # type: ignore[call-overload]
+    assert size > 2048  # dripped in 0.25 s steps of 256 bytes: more than 2 s in all
+    assert result.code == 1
+    message = " ".join(result.err.split())
+    assert "the download of etcd 3.5.9 from" in message
+    assert "bytes: it was not whole after 1 s (slower than 1024 KiB/s on average); nothing was kept" in message
+    assert took < 30
+    assert not infra.exists()
+    assert store_packages(home) == [] and leftovers(home) == []
+
+
+def test_a_client_terminated_midway_leaves_nothing_behind(examples_registry: LiveRegistry, tmp_path: Path) -> None:
+    home, infra = tmp_path / "home", tmp_path / "infra"
+    with MisbehavingProxy(examples_registry.url, mode="stall") as proxy:
+        process = start_cli("--registry", proxy.url, "--home", home, "taskserv", "create", "etcd", "--infra", infra)
+        deadline = time.monotonic() + 60
+        while not leftovers(home) and time.monotonic() < deadline:  # the download's .part file
+            time.sleep(0.05)
+        assert leftovers(home), "the download never started"
+        process.terminate()  # SIGTERM, as a service manager or `timeout` sends it
+        _, err = process.communicate(timeout=30)
+    assert process.returncode == 143
+    assert err.splitlines()[-1] == "error: terminated (SIGTERM)"
+    assert not infra.exists()
+    assert store_packages(home) == [] and leftovers(home) == []
 
 
 # --- list and validate -------------------------------------------------------------------------------
