@@ -578,6 +578,15 @@ def _private_home() -> str:
     return home
 
 
+def use_private_home(home: str) -> None:
+    """Give this process's tools ``home`` as their HOME, instead of a directory of their own in
+    the temporary directory: a build's sandboxed run passes one in the build's work directory, which
+    goes with the build even when its limits kill the run before `remove_private_home`."""
+    remove_private_home()
+    Path(home).mkdir(parents=True, exist_ok=True)
+    _HOMES[os.getpid()] = home
+
+
 def remove_private_home() -> None:
     """Remove this process's private HOME for the tools, if it made one: at exit, and by a
     sandboxed run, which ends with os._exit (atexit does not run there) and is a process per build.

@@ -47,7 +47,7 @@ from extensions.archive import (
     safe_extract,
 )
 from extensions.archive._common import FileEntry
-from extensions.checks import CheckResult, remove_private_home, run_content_checks
+from extensions.checks import CheckResult, remove_private_home, run_content_checks, use_private_home
 from extensions.interface import InterfaceLimits, extract_interface
 from extensions.manifest import Manifest, ManifestLimits
 from extensions.readme import render_readme
@@ -185,13 +185,16 @@ def check(
     the path extension.toml names) as sanitized HTML and, given ``interface_limits``
     (`InterfaceLimits.to_dict`), its configuration interface (see `interface`). ``nu``: the
     Nushell binary (``""``: none; None: look for it here), as
-    `extensions.checks.run_content_checks` takes it."""
+    `extensions.checks.run_content_checks` takes it. ``home`` (a directory of the build's work
+    directory) is the tools' HOME and KCL's."""
 
     def on_check(check: str, path: str) -> None:
         progress.step("content check", path, log="check content")
 
     progress.step("content checks", log="check content")
     started = time.perf_counter()
+    if home is not None:
+        use_private_home(home)
     try:
         report = run_content_checks(
             Path(root), nu=nu, kcl=kcl, deadline=deadline, on_check=on_check, tool_preexec=progress.tool_preexec

@@ -529,3 +529,28 @@ def test_the_tools_private_home_is_removed_when_its_run_is_done() -> None:
     assert again.is_dir() and again != home
     checks.remove_private_home()
     assert not again.exists()
+
+
+def test_a_sandboxed_check_run_killed_by_its_limits_leaves_no_home_in_the_temporary_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from extensions.sandbox import SandboxLimitExceeded, SandboxLimits, run_sandboxed
+
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temporary))  # where a tools' HOME of its own would go
+    root = tmp_path / "pkg"
+    _write(root, "nulib/e.nu", "export def f [] { 1 }\n")
+    seen = tmp_path / "seen-home"
+    stalling = tmp_path / "bin" / "nu"  # tells its HOME, then outlasts the run's wall time
+    stalling.parent.mkdir()
+    stalling.write_text(f'#!/bin/sh\necho "$HOME" > {seen}\nexec sleep 60\n')
+    stalling.chmod(0o755)
+    home = tmp_path / "work" / "home"  # as the pipeline passes it: in the build's work directory
+    kwargs = {"root": str(root), "readme": "README.md", "readme_cpu_seconds": 1, "nu": str(stalling), "kcl": False,
+              "home": str(home)}  # fmt: skip
+    with pytest.raises(SandboxLimitExceeded) as killed:
+        run_sandboxed("extensions.sandboxed_steps.check", kwargs, limits=SandboxLimits(wall_seconds=3))
+    assert killed.value.details[0]["limit"] == "wall"
+    assert seen.read_text().strip() == str(home)
+    assert list(temporary.iterdir()) == []
