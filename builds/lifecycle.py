@@ -18,11 +18,11 @@ from django.utils import timezone
 
 from builds import queue
 from builds.models import Build
-from builds.steplog import clean_json, clean_text
 from registry import storage
 from registry.errors import StorageUnavailable, Unauthenticated
 from registry.models import ApiToken, AuditEvent
 from registry.services import audit
+from registry.storedtext import nul_escaped
 from registry.tokens import Actor
 
 log = logging.getLogger(__name__)
@@ -111,7 +111,7 @@ def finish_failed(build: Build, *, attempt: int | None, code: str, message: str,
     query = Build.objects.filter(pk=build.pk).exclude(status__in=Build.FINAL)
     if attempt is not None:
         query = query.filter(attempts=attempt)
-    message, details = clean_text(message), clean_json(details)
+    message, details = nul_escaped(message), nul_escaped(details)
     changed = query.update(
         status=Build.Status.FAILED,
         error_code=code,

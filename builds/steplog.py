@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from builds.models import Build
 from registry.errors import classify_error
+from registry.storedtext import nul_escaped
 
 MAX_LOG_MESSAGE = 4000
 
@@ -20,23 +21,8 @@ def now_iso() -> str:
     return timezone.now().isoformat(timespec="milliseconds")
 
 
-def clean_text(text: str) -> str:
-    """Text fit for a database column: no NUL characters (PostgreSQL refuses them)."""
-    return text.replace("\x00", "\\0")
-
-
-def clean_json(value: Any) -> Any:
-    if isinstance(value, str):
-        return clean_text(value)
-    if isinstance(value, list):
-        return [clean_json(item) for item in value]
-    if isinstance(value, dict):
-        return {clean_text(str(key)): clean_json(item) for key, item in value.items()}
-    return value
-
-
 def log_entry(step: str, status: str, message: str = "", seconds: float = 0.0) -> dict[str, Any]:
-    message = clean_text(message)
+    message = nul_escaped(message)
     if len(message) > MAX_LOG_MESSAGE:
         message = message[:MAX_LOG_MESSAGE] + " [...]"
     return {"step": step, "status": status, "seconds": round(seconds, 4), "message": message, "at": now_iso()}

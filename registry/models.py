@@ -9,6 +9,7 @@ from django.db import models
 from django.db.models import F, Q
 
 from extensions.kinds import TYPES
+from registry.storedtext import nul_escaped
 
 #: The choices of extensions.kinds.TYPES (``ExtensionType.PROVIDER == "provider"``, ...).
 ExtensionType = models.TextChoices("ExtensionType", [(t.upper(), t) for t in TYPES])  # type: ignore[call-overload]
@@ -349,18 +350,6 @@ class AuditQuerySet(models.QuerySet["AuditEvent"]):
         raise PermissionError("the audit log is append-only")
 
 
-def _nul_escaped(value: Any) -> Any:
-    """value with every NUL in its text (names included) written ``\\u0000``: the audit log records
-    what a request sent (a path, a claim), and PostgreSQL refuses NUL in text and JSON."""
-    if isinstance(value, str):
-        return value.replace("\x00", "\\u0000")
-    if isinstance(value, dict):
-        return {_nul_escaped(k): _nul_escaped(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_nul_escaped(v) for v in value]
-    return value
-
-
 class AuditEvent(models.Model):
     """Append-only: rows are only ever inserted (no update or delete path, read-only in the admin)."""
 
@@ -403,7 +392,7 @@ class AuditEvent(models.Model):
     def save(self, *args: Any, **kwargs: Any) -> None:
         if self.pk is not None:
             raise PermissionError("the audit log is append-only: events cannot be changed")
-        self.details = _nul_escaped(self.details)
+        self.details = nul_escaped(self.details)
         super().save(*args, **kwargs)
 
     def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:

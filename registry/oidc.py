@@ -37,7 +37,7 @@ from django.conf import settings
 
 from registry.env import secure_url_problem
 from registry.errors import RegistryError, Unauthenticated
-from registry.parsers import holds_lone_surrogate
+from registry.storedtext import holds_lone_surrogate, nul_escaped
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class IssuerUnavailable(RegistryError):
 def shown_text(text: str, limit: int = _MAX_SHOWN_CHARS) -> str:
     """Text from a token, as it may be stored and shown: bounded, and without NUL (which
     PostgreSQL refuses in text and JSON), written ``\\u0000`` instead."""
-    text = text.replace("\x00", "\\u0000")
+    text = nul_escaped(text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

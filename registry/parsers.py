@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import codecs
 import io
-import json
 import re
 from typing import Any
 
@@ -13,23 +12,14 @@ from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
+from registry.storedtext import holds_lone_surrogate
+
 MAX_JSON_BODY = 1024 * 1024
 # JSON between systems is UTF-8 (RFC 8259 8.1); a byte order mark is tolerated.
 JSON_CHARSETS = frozenset({"utf-8", "utf-8-sig"})
 # A surrogate can only come from a \uD800-\uDFFF escape: UTF-8 (which decoding checks, and the
 # only charset taken) has none.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
-
-
-def holds_lone_surrogate(document: Any) -> bool:
-    """Whether a decoded JSON document holds a lone surrogate (``"\\ud800"`` without its pair)
-    anywhere, names included: JSON's escapes allow it, but it is no Unicode text, and nothing
-    after the parser can encode it (UTF-8 answers, PostgreSQL's text and json)."""
-    try:
-        json.dumps(document, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
 
 
 class SafeJSONParser(JSONParser):

@@ -8,7 +8,7 @@ references, when the commit failed)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import IO, TYPE_CHECKING, Any
 
@@ -49,6 +49,7 @@ from registry.provenance.records import BuildFacts
 from registry.provenance.services import provenance_record
 from registry.selectors import catalog_changed, categories_text, check_name, unknown_extension
 from registry.staticindex import static_index_refresh
+from registry.storedtext import nul_paths
 from registry.tokens import (
     DEFAULT_SCOPES,
     TOKENS_SCOPE,
@@ -262,18 +263,6 @@ _TOML_PATHS = {
 }
 
 
-def _nul_paths(value: Any, path: str) -> Iterator[str]:
-    if isinstance(value, str):
-        if "\x00" in value:
-            yield path
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield from _nul_paths(item, f"{path}.{key}")
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from _nul_paths(item, f"{path}[{index}]")
-
-
 def _check_storable(manifest: Manifest) -> None:
     """What extension.toml allows but the database cannot store (PostgreSQL refuses it with an
     error; SQLite would store it): version numbers beyond an integer column, NUL characters."""
@@ -288,7 +277,7 @@ def _check_storable(manifest: Manifest) -> None:
                 message, code="invalid_manifest", details=[{"path": "extension.version", "message": message}]
             )
     for key, value in manifest.to_dict().items():
-        for path in _nul_paths(value, _TOML_PATHS.get(key, f"extension.{key}")):
+        for path in nul_paths(value, _TOML_PATHS.get(key, f"extension.{key}")):
             message = f"{path} contains a NUL character (\\u0000); allowed: text without NUL characters"
             raise RegistryError(message, code="invalid_manifest", details=[{"path": path, "message": message}])
 
