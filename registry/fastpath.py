@@ -42,7 +42,7 @@ from extensions.versions import SemVer
 from registry import delivery, services, storage
 from registry.errors import UNAVAILABLE_RETRY_AFTER, DatabaseUnavailable, is_database_timeout
 from registry.exception_handler import error_body
-from registry.httpheaders import etag_matches, is_api_path, middleware_headers
+from registry.httpheaders import etag_matches, is_api_path, is_oci_path, middleware_headers
 from registry.indexdocs import document_body
 from registry.oci import OciError
 
@@ -98,7 +98,7 @@ def answer_error(
         separators = (",", ":") if compact else None
         body = json.dumps(error_body(code, message), separators=separators).encode()
         content_type = "application/json"
-    elif path.startswith("/v2/"):
+    elif is_oci_path(path):
         body = OciError(status, "UNAVAILABLE" if status == 503 else "UNSUPPORTED", message).body()
         content_type, headers = "application/json", [*headers, OCI_API_VERSION]
     else:

@@ -14,6 +14,11 @@ def is_api_path(path: str) -> bool:
     return path.startswith(API_PREFIX)
 
 
+def is_oci_path(path: str) -> bool:
+    """Under /v2 (SPEC 7): its errors are OCI's error document."""
+    return path == "/v2" or path.startswith("/v2/")
+
+
 def etag_matches(header: str, etag: str) -> bool:
     """Whether an If-None-Match header value matches the (quoted) etag; weak tags compare equal."""
     if not header:

@@ -37,6 +37,7 @@ from extensions.manifest import is_valid_keyword
 from extensions.names import is_valid_name
 from extensions.versions import SemVer
 from registry import depgraph, exception_handler, pictures, selectors, storage
+from registry.apis import oci as oci_api
 from registry.apis.base import base_url
 from registry.apis.catalog import MAX_CATEGORY_CHARS, MAX_QUERY_CHARS
 from registry.apis.shapes import download_url
@@ -49,10 +50,11 @@ from registry.errors import (
     is_database_outage,
     is_database_timeout,
 )
-from registry.httpheaders import is_api_path
+from registry.httpheaders import is_api_path, is_oci_path
 from registry.interface import interface_section
 from registry.kept import Kept
 from registry.models import Extension, Version
+from registry.oci import OciError
 from registry.provenance.selectors import provenance_card, provenance_of
 
 log = logging.getLogger(__name__)
@@ -847,12 +849,18 @@ def _is_api(request: HttpRequest) -> bool:
 def handler400(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     if _is_api(request):
         return exception_handler.json_400(request, exception)
+    if is_oci_path(request.path):
+        return oci_api.error_answer(
+            request, OciError(400, "UNSUPPORTED", exception_handler.malformed_message(exception))
+        )
     return defaults.bad_request(request, exception or Exception())
 
 
 def handler403(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     if _is_api(request):
         return exception_handler.json_403(request, exception)
+    if is_oci_path(request.path):
+        return oci_api.error_answer(request, OciError(403, "DENIED", str(exception) or "forbidden"))
     return defaults.permission_denied(request, exception or Exception())
 
 

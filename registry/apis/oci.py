@@ -55,6 +55,14 @@ def _error_response(exc: OciError, *, head: bool) -> HttpResponse:
     return response
 
 
+def error_answer(request: HttpRequest, error: OciError) -> HttpResponse:
+    """``error`` as every /v2 answer carries it, for an error met before the views (Django's
+    handlers: a Host this registry does not serve, a request too large to read)."""
+    response = _error_response(error, head=request.method == "HEAD")
+    response[OCI_API_VERSION[0]] = OCI_API_VERSION[1]
+    return response
+
+
 def _endpoint(view: View) -> View:
     """Read methods only, OCI errors, the API version header; never a 500 page."""
 

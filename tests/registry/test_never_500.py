@@ -908,6 +908,18 @@ def test_too_many_form_fields_or_an_unknown_host_is_a_bad_request_that_says_so(e
     assert response.json()["error"]["message"] == (
         "malformed request: the Host header names no host this registry serves"
     )
+    oci = env.client.get("/v2/", HTTP_HOST="evil.example")  # under /v2, OCI's error document
+    assert oci.status_code == 400
+    assert oci["Docker-Distribution-API-Version"] == "registry/2.0"
+    assert oci.json() == {
+        "errors": [
+            {
+                "code": "UNSUPPORTED",
+                "message": "malformed request: the Host header names no host this registry serves",
+                "detail": {},
+            }
+        ]
+    }
 
 
 def test_nul_in_a_path_or_a_username_is_refused_and_still_audited(env: Env) -> None:
