@@ -581,6 +581,8 @@ def install(
                     f"use `provisioning {cli_group(chosen.type)} create {extension}`",
                     code="bad_request",
                 )
+            if extension != name and name not in provided:
+                raise _not_provided(client, type, name, chosen, from_lock=version is None, lock_path=lock_path)
             entries = _entries(resolution, client)
             staged = _stage(store, client, entries, progress)
         lock = Lockfile(registry=client.base_url, extensions=entries, requested=requested)
@@ -595,6 +597,34 @@ def install(
         yanked=_yanked(client, resolution),
     )
     return _needs(report, placed, os.environ if env is None else env)
+
+
+def _not_provided(
+    client: RegistryClient, type: str, name: str, chosen: Candidate, *, from_lock: bool, lock_path: Path
+) -> ClientError:
+    """``type NAME`` is provided by the latest version of ``chosen``'s extension (the lookup says
+    so), but not by ``chosen``: the version asked for, or the one the lockfile keeps. Which do."""
+    document = client.index(chosen.name)
+    versions = parse_index(document, name=chosen.name)[1] if document is not None else []
+    providing = [
+        v.version for v in versions if not v.yanked and name in v.extra.get("provides", {}).get(kind_dir(type), ())
+    ]
+    which = f"versions from {min(providing)} do" if providing else "no version that can be installed does"
+    why = (
+        f"{lock_path} keeps {chosen.name} at {chosen.version}, which"
+        if from_lock
+        else f"{chosen.name} {chosen.version}"
+    )
+    fix = (
+        f"--version '>={min(providing)}'"
+        if providing
+        else f"--version naming a version of {chosen.name} that provides it"
+    )
+    return ClientError(
+        f"{why} does not provide {type} {name!r}; {which}: create it with {fix}",
+        code="resolution_failed",
+        details=[{"extension": chosen.name, "version": str(chosen.version), "provides": [str(v) for v in providing]}],
+    )
 
 
 def _yanked(client: RegistryClient, resolution: Resolution) -> list[dict[str, str | None]]:

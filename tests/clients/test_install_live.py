@@ -243,13 +243,13 @@ def test_create_refuses_an_extension_of_another_kind_and_installs_nothing(
     assert not infra.exists()
 
 
-def _taskserv_source(root: Path, name: str, *, provides: list[str]) -> Path:
-    source = root / name
+def _taskserv_source(root: Path, name: str, *, provides: list[str], version: str = "1.0.0") -> Path:
+    source = root / f"{name}-{version}"
     (source / "nulib").mkdir(parents=True)
     (source / "extension.toml").write_text(
         f"""[extension]
 name = "{name}"
-version = "1.0.0"
+version = "{version}"
 description = "A taskserv of the client's lookup-order test"
 type = "taskserv"
 license = "MIT"
@@ -303,6 +303,39 @@ def test_create_installs_the_provider_of_a_name_before_an_extension_merely_named
     assert offline.code == 0, offline.err
     assert installed_names(tmp_path / "third") == ["k8s-pack"]
     assert Lockfile.load(tmp_path / "third" / "extensions.lock").requested == ["k8s-pack"]
+
+
+def test_a_version_of_the_provider_that_does_not_provide_the_name_is_refused_naming_those_that_do(
+    capsys: Capsys, live_registry: LiveRegistry, tmp_path: Path
+) -> None:
+    home, infra = tmp_path / "home", tmp_path / "infra"
+    for version, provides in (("1.0.0", []), ("1.1.0", ["gateway"]), ("1.2.0", ["gateway"])):
+        source = _taskserv_source(tmp_path, "gateway-pack", provides=provides, version=version)
+        live_registry.manage("publish", "--user", "bob", str(source))
+
+    asked = create(capsys, live_registry.url, home, infra, "gateway", "--version", "1.0.0")
+    assert asked.code == 1
+    assert " ".join(asked.err.split()) == (
+        "error: gateway-pack 1.0.0 does not provide taskserv 'gateway'; versions from 1.1.0 do: "
+        f"create it with --version '>=1.1.0'; nothing was installed into {infra}"
+    )
+    assert not infra.exists()
+
+    # A lockfile that keeps the older version: said, and nothing changes.
+    kept = create(capsys, live_registry.url, home, infra, "gateway-pack", "--version", "1.0.0")
+    assert kept.code == 0, kept.err
+    lock = (infra / "extensions.lock").read_text()
+    again = create(capsys, live_registry.url, home, infra, "gateway")
+    assert again.code == 1
+    assert " ".join(again.err.split()) == (
+        f"error: {infra / 'extensions.lock'} keeps gateway-pack at 1.0.0, which does not provide taskserv "
+        f"'gateway'; versions from 1.1.0 do: create it with --version '>=1.1.0'; nothing was installed into {infra}"
+    )
+    assert (infra / "extensions.lock").read_text() == lock
+
+    fixed = create(capsys, live_registry.url, home, infra, "gateway", "--version", ">=1.1.0")
+    assert fixed.code == 0, fixed.err
+    assert Lockfile.load(infra / "extensions.lock").pins()["gateway-pack"] == "1.2.0"
 
 
 def test_an_unknown_taskserv_is_refused_with_close_names(
