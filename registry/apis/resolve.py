@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import extend_schema
@@ -18,7 +19,7 @@ from registry.apis.base import (
     ApiView,
     ResolveThrottle,
     StrictBoolean,
-    StrictText,
+    TextValidator,
     base_url,
     ok,
     text_field,
@@ -67,11 +68,16 @@ class ResolveInput(serializers.Serializer):
     )
     runtime_version = text_field(256, required=False, allow_null=True)
     include_prereleases = StrictBoolean(required=False, default=False)
-    locked = serializers.DictField(child=StrictText(max_length=256), required=False, allow_empty=True, default=dict)
+    locked = serializers.DictField(child=text_field(256), required=False, allow_empty=True, default=dict)
 
     def validate_locked(self, value: dict[str, str]) -> dict[str, str]:
         if len(value) > 1000:
             raise serializers.ValidationError("at most 1000 locked versions")
+        for name in value:  # the names are text as well
+            try:
+                TextValidator()(name)
+            except DjangoValidationError as exc:
+                raise serializers.ValidationError(f"a name: {exc.messages[0]}") from None
         return value
 
 
@@ -107,7 +113,7 @@ class ResolveApi(ApiView):
 
 class InstallInput(serializers.Serializer):
     name = text_field(64)
-    version = StrictText(max_length=256, required=False, allow_null=True, allow_blank=True)
+    version = text_field(256, required=False, allow_null=True, allow_blank=True)
     runtime_version = text_field(256, required=False, allow_null=True)
 
 

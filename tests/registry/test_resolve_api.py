@@ -201,6 +201,23 @@ def test_malformed_resolve_requests_are_400(client: Client, db: None, body: Any)
     assert response.json()["error"]["code"] == "bad_request"
 
 
+@pytest.mark.parametrize(
+    ("path", "body", "field", "said"),
+    [
+        ("/api/v1/resolve", {"requirements": ["etcd"], "locked": {"etcd": "3.5.9\x1b[2J"}}, "locked", "U+001B"),
+        ("/api/v1/resolve", {"requirements": ["etcd"], "locked": {"et\x1bcd": "3.5.9"}}, "locked", "a name: "),
+        ("/api/v1/extensions/taskservs/install", {"name": "etcd", "version": "3.5\x07.9"}, "version", "U+0007"),
+    ],
+)
+def test_control_characters_in_locked_versions_and_names_or_a_version_are_refused(
+    client: Client, db: None, path: str, body: Any, field: str, said: str
+) -> None:
+    response = client.post(path, data=json.dumps(body), content_type="application/json")
+    assert response.status_code == 400, response.content
+    error = json.dumps(response.json()["error"])
+    assert field in error and said in error and "allowed: one line of text without control characters" in error
+
+
 def test_bad_requirements_and_versions_are_422_naming_the_input(client: Client, publisher: Publisher) -> None:
     publisher("etcd", "3.5.9")
     bad = _resolve(client, {"requirements": ["etcd >>3"]})
