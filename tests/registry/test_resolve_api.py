@@ -205,11 +205,10 @@ def test_malformed_resolve_requests_are_400(client: Client, db: None, body: Any)
     ("path", "body", "field", "said"),
     [
         ("/api/v1/resolve", {"requirements": ["etcd"], "locked": {"etcd": "3.5.9\x1b[2J"}}, "locked", "U+001B"),
-        ("/api/v1/resolve", {"requirements": ["etcd"], "locked": {"et\x1bcd": "3.5.9"}}, "locked", "a name: "),
         ("/api/v1/extensions/taskservs/install", {"name": "etcd", "version": "3.5\x07.9"}, "version", "U+0007"),
     ],
 )
-def test_control_characters_in_locked_versions_and_names_or_a_version_are_refused(
+def test_control_characters_in_a_locked_version_or_an_install_s_version_are_refused(
     client: Client, db: None, path: str, body: Any, field: str, said: str
 ) -> None:
     response = client.post(path, data=json.dumps(body), content_type="application/json")
