@@ -65,16 +65,19 @@ CHUNK = 64 * 1024
 UNREACHABLE_RETRY_SECONDS = 30.0  # with cache_fallback, how long an unreachable registry is not asked again
 MAX_DOWNLOAD_BYTES = 256 * 1024 * 1024  # far above the registry's package limit: a stream past it is refused
 # A JSON answer (decompressed) far above the largest the API gives (an index document of thousands
-# of versions is a few MB), and how long its body may take as a whole (a read timeout alone lets a
-# server that drips a byte at a time hold the client for ever).
+# of versions is a few MB).
 MAX_ANSWER_BYTES = 32 * 1024 * 1024
+# How long one answer's body may take as a whole (a read timeout alone lets a server that drips a
+# byte at a time hold the client for ever): a JSON answer here, a signed metadata file in clients.trust.
 ANSWER_SECONDS = 120.0
 # A download may take ANSWER_SECONDS and then one second per this many bytes of its size: slower on
-# average, it is given up (a 50 MiB package gets 27 minutes).
-MIN_DOWNLOAD_RATE = 32 * 1024
+# average, it is given up (a 50 MiB package gets 3 h 35 min).
+MIN_DOWNLOAD_RATE = 4 * 1024
 USER_AGENT = "provisioning-client/0.1"
 _READ_ENCODINGS = (b"content-encoding", b"content-length", b"transfer-encoding")
-_ANSWER_ENCODINGS = ("gzip", "deflate", "identity")  # asked for by every request but a download's
+# The content codings asked for (every request but a download's, which asks for the stored bytes),
+# whose decoders the bound on an answer's size sees as they expand.
+ANSWER_CODINGS = ("gzip", "deflate")
 FINAL_BUILD_STATES = ("succeeded", "failed")
 _SHA256_RE = re.compile(r"[0-9a-f]{64}", re.ASCII)
 # The registry's reasons for refusing a token (before "; send a valid token as ..."), said shortly.
@@ -167,7 +170,11 @@ class RegistryClient:
         self._documents: dict[str, bytes | None] = {}  # index documents this client already has
         self._http = httpx.Client(
             timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
-            headers={"User-Agent": USER_AGENT, "Accept": "application/json", "Accept-Encoding": "gzip, deflate"},
+            headers={
+                "User-Agent": USER_AGENT,
+                "Accept": "application/json",
+                "Accept-Encoding": ", ".join(ANSWER_CODINGS),
+            },
         )
         # verify (the default, SPEC 6): index documents, packages and their signed build provenance
         # are checked against the registry's signed index (clients.trust, clients.provenance), with
@@ -281,8 +288,9 @@ class RegistryClient:
         below seeing it), at most MAX_ANSWER_BYTES once decompressed (a gzip bomb is stopped as it
         expands), within ANSWER_SECONDS."""
         codings = [c.strip().lower() for c in streamed.headers.get("Content-Encoding", "").split(",") if c.strip()]
-        unasked = [c for c in codings if c not in _ANSWER_ENCODINGS]
-        too = f"encoded as {', '.join(unasked)}, which was not asked for (allowed: gzip, deflate)" if unasked else ""
+        unasked = [c for c in codings if c not in (*ANSWER_CODINGS, "identity")]
+        allowed = ", ".join(ANSWER_CODINGS)
+        too = f"encoded as {', '.join(unasked)}, which was not asked for (allowed: {allowed})" if unasked else ""
         body = bytearray()
         deadline = time.monotonic() + ANSWER_SECONDS
         for chunk in () if too else streamed.iter_bytes():
@@ -661,7 +669,13 @@ class RegistryClient:
                         # have), and no slower than MIN_DOWNLOAD_RATE on average: a server that
                         # sends without end, or drips, is given up.
                         limit = signed.length if signed is not None else MAX_DOWNLOAD_BYTES
-                        allowed = ANSWER_SECONDS + (total if total is not None else limit) / MIN_DOWNLOAD_RATE
+                        if total is not None and total > limit:  # unsigned: more than any package may be
+                            raise IntegrityError(
+                                f"{what} from {url} is announced as {total} bytes, more than any package may be "
+                                f"({MAX_DOWNLOAD_BYTES}); nothing was downloaded"
+                            )
+                        expected = total if total is not None else limit
+                        allowed = ANSWER_SECONDS + expected / MIN_DOWNLOAD_RATE
                         started = time.monotonic()
                         if progress is not None:
                             progress(0, total)
@@ -674,7 +688,7 @@ class RegistryClient:
                                     f"{what} from {url} is larger than {MAX_DOWNLOAD_BYTES} bytes, more than any "
                                     "package may be; nothing was kept"
                                 )
-                            if time.monotonic() - started > allowed:
+                            if received < expected and time.monotonic() - started > allowed:
                                 raise DownloadInterrupted(
                                     f"the download of {what} from {url} was given up after {received}"
                                     f"{f' of {total}' if total is not None else ''} bytes: it was not whole after "

@@ -45,6 +45,7 @@ from tuf.ngclient.fetcher import FetcherInterface
 
 from clients.errors import ClientError, VerificationError, os_error_message
 from clients.files import atomic_write
+from clients.registry_client import ANSWER_SECONDS
 
 __all__ = [
     "Trust",
@@ -60,7 +61,6 @@ __all__ = [
 TRUST_DIR = "trust"
 ROOT_ENV = "PROVISIONING_TRUST_ROOT"
 MAX_ROOT_BYTES = 512 * 1024
-METADATA_SECONDS = 120.0  # how long one metadata file or target may take as a whole
 _BAD_METADATA = (tuf_errors.RepositoryError, DeserializationError, ValueError, KeyError, TypeError)
 _SIGNED_BY = re.compile(r"signed by (\d+)/(\d+) keys")
 
@@ -156,22 +156,31 @@ class _Fetcher(FetcherInterface):
         self._http = http
 
     def _fetch(self, url: str) -> Iterator[bytes]:
-        response = self._http.send(self._http.build_request("GET", url, headers={"Accept": "*/*"}), stream=True)
+        # The bytes as stored, which the signed lengths and hashes are of: no content coding.
+        headers = {"Accept": "*/*", "Accept-Encoding": "identity"}
+        response = self._http.send(self._http.build_request("GET", url, headers=headers), stream=True)
         if response.status_code != 200:
             response.close()
             raise tuf_errors.DownloadHTTPError(f"GET {url} answered {response.status_code}", response.status_code)
+        coding = response.headers.get("Content-Encoding", "identity").strip().lower() or "identity"
+        if coding != "identity":
+            response.close()
+            raise tuf_errors.DownloadError(
+                f"GET {url} was answered in the content coding {coding}, which was not asked for "
+                "(allowed: identity, the bytes the signed metadata lists)"
+            )
         return self._chunks(response)
 
     @staticmethod
     def _chunks(response: httpx.Response) -> Iterator[bytes]:
-        """The body, given up past METADATA_SECONDS (a read timeout alone lets a server that drips
-        a byte at a time hold the client for ever; ngclient bounds the length)."""
-        deadline = time.monotonic() + METADATA_SECONDS
+        """The body, given up past ANSWER_SECONDS (ngclient bounds the length)."""
+        deadline = time.monotonic() + ANSWER_SECONDS
         try:
             for chunk in response.iter_raw():  # as it arrives: a chunk size would wait to fill it
                 if time.monotonic() > deadline:
                     raise tuf_errors.DownloadError(
-                        f"GET {response.request.url} was not whole after {METADATA_SECONDS:.0f} s"
+                        f"GET {response.request.url} was not whole after {ANSWER_SECONDS:.0f} s "
+                        "(the most one signed metadata file may take)"
                     )
                 yield chunk
         except httpx.HTTPError as exc:  # cut short, reset: ngclient's own error, which the commands word

@@ -475,7 +475,7 @@ def _offset_to_line_col(data: bytes, offset: int) -> tuple[int, int]:
 
 
 def _run_nu(
-    nu: str, args: list[str], path: Path, budget: _Budget, preexec: _Preexec
+    nu: str, args: list[str], path: Path, budget: _Budget, preexec: _Preexec, home: Path | None
 ) -> subprocess.CompletedProcess[bytes]:
     """One bounded Nushell run for a check: the tool environment, the caller's preexec (the
     sandbox's limits) and what is left of the time budget."""
@@ -488,7 +488,7 @@ def _run_nu(
             capture_output=True,
             timeout=timeout,
             cwd=path.parent,
-            env=_tool_env(),
+            env=_tool_env(home),
             preexec_fn=preexec() if preexec is not None else None,
         )
     except subprocess.TimeoutExpired:
@@ -500,14 +500,19 @@ def _run_nu(
 
 
 def _check_nu(
-    path: Path, nu: str, budget: _Budget = _UNBOUNDED, preexec: _Preexec = None, root: Path | None = None
+    path: Path,
+    nu: str,
+    budget: _Budget = _UNBOUNDED,
+    preexec: _Preexec = None,
+    root: Path | None = None,
+    home: Path | None = None,
 ) -> str:
     """A module parses when ``use FILE`` does (``nu -c``: it exits 1 naming the file, line and
     column of each error, in the file that holds it, an imported one too). The ``use`` sits in a
     block that never runs, so the module is parsed but its ``export-env`` is not run. A script (a
     file ``use`` refuses for its top-level code) is parsed with ``--ide-check`` instead. Errors
     one per line."""
-    proc = _run_nu(nu, ["-c", f"if false {{ use {_nu_raw_string(str(path))} }}"], path, budget, preexec)
+    proc = _run_nu(nu, ["-c", f"if false {{ use {_nu_raw_string(str(path))} }}"], path, budget, preexec, home)
     if proc.returncode == 0:
         return ""
     found = nushell_errors(proc.stderr.decode("utf-8", "replace"), root=root)
@@ -521,7 +526,7 @@ def _check_nu(
     if not found:
         said = nushell_summary(proc.stderr.decode("utf-8", "replace"), root=root)
         raise _CheckFailed(f"Nushell could not parse the file: {said or f'exit {proc.returncode}'}")
-    proc = _run_nu(nu, ["--ide-check", "100", str(path)], path, budget, preexec)
+    proc = _run_nu(nu, ["--ide-check", "100", str(path)], path, budget, preexec, home)
     data = path.read_bytes()
     errors = []
     for line in proc.stdout.decode("utf-8", "replace").splitlines():
@@ -560,10 +565,11 @@ def _tool_death(tool: str, returncode: int) -> None:
     raise _CheckFailed(f"{tool} was stopped by {name}: it exceeded the memory allowed for one check, or crashed")
 
 
-def _tool_env() -> dict[str, str]:
-    """A child environment with a private HOME, so tools write nowhere that matters."""
+def _tool_env(home: Path | None = None) -> dict[str, str]:
+    """A child environment with a HOME of the tools' own, so they write nowhere that matters:
+    ``home``, or else one this process makes (`_private_home`)."""
     env = {k: v for k, v in os.environ.items() if k in {"PATH", "LANG", "LC_ALL", "TZ", "SYSTEMROOT"}}
-    env["HOME"] = _private_home()
+    env["HOME"] = str(home) if home is not None else _private_home()
     env["NO_COLOR"] = "1"
     return env
 
@@ -576,15 +582,6 @@ def _private_home() -> str:
     if home is None:
         home = _HOMES[os.getpid()] = tempfile.mkdtemp(prefix="provisioning-tools-")
     return home
-
-
-def use_private_home(home: str) -> None:
-    """Give this process's tools ``home`` as their HOME, instead of a directory of their own in
-    the temporary directory: a build's sandboxed run passes one in the build's work directory, which
-    goes with the build even when its limits kill the run before `remove_private_home`."""
-    remove_private_home()
-    Path(home).mkdir(parents=True, exist_ok=True)
-    _HOMES[os.getpid()] = home
 
 
 def remove_private_home() -> None:
@@ -605,6 +602,7 @@ def _check_kcl_dir(
     root: Path | None = None,
     budget: _Budget = _UNBOUNDED,
     preexec: _Preexec = None,
+    home: Path | None = None,
 ) -> str:
     """Compile all ``.k`` files of one directory (one KCL package) together, in a child process."""
     timeout, by_budget = budget.timeout(_TOOL_TIMEOUT)
@@ -616,7 +614,7 @@ def _check_kcl_dir(
             capture_output=True,
             timeout=timeout,
             cwd=directory,
-            env={**_tool_env(), "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+            env={**_tool_env(home), "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
             preexec_fn=preexec() if preexec is not None else None,
         )
     except subprocess.TimeoutExpired:
@@ -638,6 +636,7 @@ def run_content_checks(
     deadline: float | None = None,
     on_check: Callable[[str, str], None] | None = None,
     tool_preexec: _Preexec = None,
+    home: Path | None = None,
 ) -> CheckReport:
     """Check every `.toml`, `.json`, `.j2`, `.k` and `.nu` file under root.
 
@@ -651,6 +650,10 @@ def run_content_checks(
 
     ``on_check(check, path)`` is called as each check starts (the build sandbox gives every check
     a CPU budget of its own that way); ``tool_preexec`` is passed to the tools' processes.
+
+    ``home`` (an existing directory) is the tools' HOME; by default they get one of this process's
+    own in the temporary directory (`remove_private_home`). A build passes one in its work
+    directory, which goes with the build even when the sandbox kills the run.
     """
     root = Path(root).resolve()
     budget = _Budget.until(deadline)
@@ -672,7 +675,7 @@ def run_content_checks(
     for directory, files in sorted(kcl_dirs.items()):
         rel = _rel(root, directory) if directory != root else "."
         run: Callable[[], str] | str = (
-            partial(_check_kcl_dir, directory, files, root, budget, tool_preexec)
+            partial(_check_kcl_dir, directory, files, root, budget, tool_preexec, home)
             if kcl
             else "KCL (kcl-lib) is not installed"
         )
@@ -685,7 +688,9 @@ def run_content_checks(
             (
                 "nushell",
                 rel,
-                partial(_check_nu, path, nu, budget, tool_preexec, root) if nu is not None else nu_unavailable_reason(),
+                partial(_check_nu, path, nu, budget, tool_preexec, root, home)
+                if nu is not None
+                else nu_unavailable_reason(),
             )
         )
     report = CheckReport()

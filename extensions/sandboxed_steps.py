@@ -47,7 +47,7 @@ from extensions.archive import (
     safe_extract,
 )
 from extensions.archive._common import FileEntry
-from extensions.checks import CheckResult, remove_private_home, run_content_checks, use_private_home
+from extensions.checks import CheckResult, remove_private_home, run_content_checks
 from extensions.interface import InterfaceLimits, extract_interface
 from extensions.manifest import Manifest, ManifestLimits
 from extensions.readme import render_readme
@@ -194,13 +194,19 @@ def check(
     progress.step("content checks", log="check content")
     started = time.perf_counter()
     if home is not None:
-        use_private_home(home)
+        Path(home).mkdir(parents=True, exist_ok=True)
     try:
         report = run_content_checks(
-            Path(root), nu=nu, kcl=kcl, deadline=deadline, on_check=on_check, tool_preexec=progress.tool_preexec
+            Path(root),
+            nu=nu,
+            kcl=kcl,
+            deadline=deadline,
+            on_check=on_check,
+            tool_preexec=progress.tool_preexec,
+            home=Path(home) if home is not None else None,
         )
     finally:
-        remove_private_home()  # the tools' HOME of this run's process (a sandbox child ends with os._exit)
+        remove_private_home()  # one made without ``home`` (a sandbox child ends with os._exit: no atexit)
     seconds = time.perf_counter() - started
     noteworthy = [r for r in report.results if r.status != "passed"]
     noteworthy.sort(key=lambda r: r.status != "failed")  # failed first, then skipped; stable

@@ -189,17 +189,11 @@ def _cmd_reload(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace, ctx: Context) -> int:
-    import signal
-
     from clients.runtime_api import make_server
 
     with _manager(args, ctx, registry=True, progress=False) as manager:
         server = make_server(manager, port=args.port)
 
-        def stop(signum: int, frame: object) -> None:
-            raise KeyboardInterrupt
-
-        previous = signal.signal(signal.SIGTERM, stop)
         try:
             ctx.out.success({"url": server.url, "port": server.port, "home": str(ctx.config.home)})
             ctx.out.line(
@@ -208,10 +202,9 @@ def _cmd_serve(args: argparse.Namespace, ctx: Context) -> int:
             )
             ctx.out.stdout.flush()
             server.serve_forever(poll_interval=0.2)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (clients.cli.Terminated)
             ctx.out.line("stopped", err=True)
         finally:
-            signal.signal(signal.SIGTERM, previous)
             server.server_close()
     return 0
 

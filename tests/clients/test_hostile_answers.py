@@ -15,7 +15,7 @@ import pytest
 
 from clients import registry_client, trust
 from clients.errors import ClientError
-from clients.registry_client import RegistryClient, RegistryErrorAnswer
+from clients.registry_client import IntegrityError, RegistryClient, RegistryErrorAnswer
 from tests.clients.client_tools import run
 
 Capsys = pytest.CaptureFixture[str]
@@ -70,6 +70,14 @@ def _endless_error(handler: BaseHTTPRequestHandler) -> None:
         pass
 
 
+def _huge(handler: BaseHTTPRequestHandler) -> None:
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/gzip")
+    handler.send_header("Content-Length", str(10**12))  # then a byte now and then, in the attack
+    handler.end_headers()
+    handler.wfile.write(b"\x1f")
+
+
 def _cut_short(handler: BaseHTTPRequestHandler) -> None:
     handler.send_response(200)
     handler.send_header("Content-Type", "application/json")
@@ -88,6 +96,7 @@ ANSWERS: dict[str, Answer] = {
     "data that is no extension": lambda h: _json(h, b'{"success":true,"data":["etcd"]}'),
     "drip": _drip,
     "an error without end": _endless_error,
+    "a terabyte announced": _huge,
     # An envelope in a coding nobody asked for: whether it expands, and how far, is not known.
     "brotli": lambda h: _json(h, b'{"success":true,"data":{"name":"etcd"}}', ("Content-Encoding", "br")),
     "gzip, then brotli": lambda h: _json(h, gzip.compress(b"{}"), ("Content-Encoding", "gzip, br")),
@@ -145,7 +154,13 @@ def test_a_malformed_or_unbounded_answer_is_a_clear_error(
     assert time.monotonic() - started < 30
 
 
-def test_only_the_codings_it_decodes_and_bounds_are_asked_for(hostile: Callable[[str], str]) -> None:
+def test_only_the_codings_it_decodes_and_bounds_are_asked_for(
+    hostile: Callable[[str], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import httpx
+
+    # As httpx asks where brotli and zstandard are installed (here they are not).
+    monkeypatch.setattr(httpx._client, "ACCEPT_ENCODING", "gzip, deflate, br, zstd")
     asked: list[str] = []
     with RegistryClient(hostile("brotli"), verify=False) as client:
         client._http.event_hooks["request"].append(lambda request: asked.append(request.headers["Accept-Encoding"]))
@@ -164,6 +179,18 @@ def test_a_download_refused_without_end_is_read_bounded(hostile: Callable[[str],
     assert refused.value.status == 503
     assert list(tmp_path.iterdir()) == []
     assert time.monotonic() - started < 30
+
+
+def test_an_unsigned_download_announced_larger_than_any_package_is_refused_before_reading(
+    hostile: Callable[[str], str], tmp_path: Path
+) -> None:
+    client = RegistryClient(hostile("a terabyte announced"), verify=False)
+    with client, pytest.raises(IntegrityError) as refused:
+        client.download("etcd", "3.5.9", expected_sha256="0" * 64, target=tmp_path / "etcd.tar.gz")
+    assert refused.value.message.endswith(
+        "is announced as 1000000000000 bytes, more than any package may be (268435456); nothing was downloaded"
+    )
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_header_not_in_ascii_is_no_trouble(hostile: Callable[[str], str]) -> None:
@@ -193,13 +220,14 @@ def test_the_cli_says_it_in_one_line(capsys: Capsys, hostile: Callable[[str], st
     ("answer", "said"),
     [
         ("cut short", "peer closed connection without sending complete message body"),
-        ("drip", "was not whole after 1 s"),
+        ("drip", "was not whole after 1 s (the most one signed metadata file may take)"),
+        ("bad gzip", "was answered in the content coding gzip, which was not asked for (allowed: identity"),
     ],
 )
 def test_signed_metadata_cut_short_or_dripped_is_a_clear_error(
     hostile: Callable[[str], str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answer: str, said: str
 ) -> None:
-    monkeypatch.setattr(trust, "METADATA_SECONDS", 1.0)
+    monkeypatch.setattr(trust, "ANSWER_SECONDS", 1.0)
     url, home = hostile(answer), tmp_path / "home"
     started = time.monotonic()
     with (
