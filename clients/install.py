@@ -575,14 +575,14 @@ def install(
                 raise
             chosen = resolution.resolved[extension]
             provided = chosen.extra.get("provides", {}).get(kind_dir(type), ())
+            if extension != name and name not in provided:
+                raise _not_provided(client, type, name, chosen, version=version, previous=previous, lock_path=lock_path)
             if chosen.type != type and name not in provided:
                 raise ClientError(
                     f"{extension} is a {chosen.type}, not a {type}: "
                     f"use `provisioning {cli_group(chosen.type)} create {extension}`",
                     code="bad_request",
                 )
-            if extension != name and name not in provided:
-                raise _not_provided(client, type, name, chosen, from_lock=version is None, lock_path=lock_path)
             entries = _entries(resolution, client)
             staged = _stage(store, client, entries, progress)
         lock = Lockfile(registry=client.base_url, extensions=entries, requested=requested)
@@ -600,31 +600,56 @@ def install(
 
 
 def _not_provided(
-    client: RegistryClient, type: str, name: str, chosen: Candidate, *, from_lock: bool, lock_path: Path
+    client: RegistryClient,
+    type: str,
+    name: str,
+    chosen: Candidate,
+    *,
+    version: str | None,
+    previous: Lockfile | None,
+    lock_path: Path,
 ) -> ClientError:
     """``type NAME`` is provided by the latest version of ``chosen``'s extension (the lookup says
-    so), but not by ``chosen``: the version asked for, or the one the lockfile keeps. Which do."""
+    so), but not by ``chosen``: why it was chosen (the lockfile, ``--version``, or what fits the
+    runtime and the other extensions), and which versions provide NAME."""
     document = client.index(chosen.name)
-    versions = parse_index(document, name=chosen.name)[1] if document is not None else []
-    providing = [
-        v.version for v in versions if not v.yanked and name in v.extra.get("provides", {}).get(kind_dir(type), ())
-    ]
-    which = f"versions from {min(providing)} do" if providing else "no version that can be installed does"
-    why = (
-        f"{lock_path} keeps {chosen.name} at {chosen.version}, which"
-        if from_lock
-        else f"{chosen.name} {chosen.version}"
-    )
-    fix = (
-        f"--version '>={min(providing)}'"
-        if providing
-        else f"--version naming a version of {chosen.name} that provides it"
-    )
+    candidates = parse_index(document, name=chosen.name)[1] if document is not None else []
+    since = _providing_since(candidates, kind_dir(type), name)
+    what = f"{type} {name!r}"
+    if previous is not None and previous.pins().get(chosen.name) == str(chosen.version):
+        why = f"{lock_path} keeps {chosen.name} at {chosen.version}, which does not provide {what}"
+    elif version is not None:
+        why = f"{chosen.name} {chosen.version} (--version {version}) does not provide {what}"
+    else:
+        why = (
+            f"{chosen.version}, the newest version of {chosen.name} that fits here (the runtime's version and "
+            f"the other extensions' constraints), does not provide {what}"
+        )
+    if since is None:
+        fix = f"no version of {chosen.name} that can be installed does"
+    elif version is None and not (previous is not None and chosen.name in previous.pins()):
+        fix = f"its versions from {since} do, but they do not fit here: see `provisioning extension info {chosen.name}`"
+    else:
+        fix = f"its versions from {since} do: create it with --version '>={since}'"
     return ClientError(
-        f"{why} does not provide {type} {name!r}; {which}: create it with {fix}",
+        f"{why}; {fix}",
         code="resolution_failed",
-        details=[{"extension": chosen.name, "version": str(chosen.version), "provides": [str(v) for v in providing]}],
+        details=[{"extension": chosen.name, "version": str(chosen.version), "provided_since": str(since or "")}],
     )
+
+
+def _providing_since(versions: Sequence[Candidate], kind: str, name: str) -> SemVer | None:
+    """The first version of the unbroken run of versions, up to the newest, that provide NAME as a
+    ``kind`` (``taskservs``...): releases, else pre-releases; yanked ones are passed over. None when
+    the newest does not provide it."""
+    live = [v for v in versions if not v.yanked]
+    pool = sorted([v for v in live if not v.version.is_prerelease] or live, key=lambda v: v.version, reverse=True)
+    since = None
+    for candidate in pool:
+        if name not in candidate.extra.get("provides", {}).get(kind, ()):
+            break
+        since = candidate.version
+    return since
 
 
 def _yanked(client: RegistryClient, resolution: Resolution) -> list[dict[str, str | None]]:

@@ -316,8 +316,8 @@ def test_a_version_of_the_provider_that_does_not_provide_the_name_is_refused_nam
     asked = create(capsys, live_registry.url, home, infra, "gateway", "--version", "1.0.0")
     assert asked.code == 1
     assert " ".join(asked.err.split()) == (
-        "error: gateway-pack 1.0.0 does not provide taskserv 'gateway'; versions from 1.1.0 do: "
-        f"create it with --version '>=1.1.0'; nothing was installed into {infra}"
+        "error: gateway-pack 1.0.0 (--version 1.0.0) does not provide taskserv 'gateway'; its versions from 1.1.0 "
+        f"do: create it with --version '>=1.1.0'; nothing was installed into {infra}"
     )
     assert not infra.exists()
 
@@ -329,7 +329,8 @@ def test_a_version_of_the_provider_that_does_not_provide_the_name_is_refused_nam
     assert again.code == 1
     assert " ".join(again.err.split()) == (
         f"error: {infra / 'extensions.lock'} keeps gateway-pack at 1.0.0, which does not provide taskserv "
-        f"'gateway'; versions from 1.1.0 do: create it with --version '>=1.1.0'; nothing was installed into {infra}"
+        f"'gateway'; its versions from 1.1.0 do: create it with --version '>=1.1.0'; nothing was installed into "
+        f"{infra}"
     )
     assert (infra / "extensions.lock").read_text() == lock
 
