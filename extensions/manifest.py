@@ -348,7 +348,9 @@ def _key(key: str) -> str:
     return key if _BARE_KEY_RE.fullmatch(key) else json.dumps(key, ensure_ascii=False)
 
 
-def _join(path: str, key: str | int) -> str:
+def key_path(path: str, key: str | int) -> str:
+    """``path`` and then ``key`` as messages write a TOML key path: ``a.b``, ``a[0]``, and a name
+    that is no bare key quoted as JSON writes it (``a."x y"``, a control character escaped)."""
     if isinstance(key, int):
         return f"{path}[{key}]"
     return f"{path}.{_key(key)}" if path else _key(key)
@@ -357,7 +359,7 @@ def _join(path: str, key: str | int) -> str:
 def _path_of(parts: Iterable[str | int]) -> str:
     path = ""
     for part in parts:
-        path = _join(path, part)
+        path = key_path(path, part)
     return path
 
 
@@ -444,7 +446,7 @@ class _Order:
             elif isinstance(value, list):
                 children = enumerate(value)
             for key, child in children:
-                end = self._visit(_join(path, key), child, depth + 1)
+                end = self._visit(key_path(path, key), child, depth + 1)
         self.span[path] = (start, end)
         return max(end, start)
 
@@ -476,7 +478,7 @@ def _schema_message(error: ValidationError) -> tuple[str, str]:
 
     if "propertyNames" in error.absolute_schema_path:
         # the key itself breaks the rule (the table form of dependencies.extensions)
-        return _join(path, str(instance)), f"{_shown(instance)} is not a valid name: {_PATTERN_RULES[_NAME_P]}"
+        return key_path(path, str(instance)), f"{_shown(instance)} is not a valid name: {_PATTERN_RULES[_NAME_P]}"
 
     if kind == "type":
         expected = value if isinstance(value, list) else [value]
@@ -490,7 +492,7 @@ def _schema_message(error: ValidationError) -> tuple[str, str]:
         missing = next((name for name in absent if error.message.startswith(repr(name))), absent[0])
         child = cast(Mapping[str, Any], schema.get("properties", {})).get(missing, {})
         about = _about(child)
-        where = _join(path, missing)
+        where = key_path(path, missing)
         if isinstance(child, Mapping) and _resolve(child).get("type") == "object":
             return where, f"the [{where}] table is required: {about[0].lower()}{about[1:]}"
         return where, f"is required: {about[0].lower()}{about[1:]}" if about else "is required"
@@ -528,7 +530,7 @@ def _unknown_keys(value: Any, node: Mapping[str, Any], path: str, out: _Collecto
         properties = cast(Mapping[str, Any], node["properties"])
         patterns = cast(Mapping[str, Any], node.get("patternProperties", {}))
         for key, child in value.items():
-            where = _join(path, key)
+            where = key_path(path, key)
             if key in properties:
                 _unknown_keys(child, properties[key], where, out)
                 continue
@@ -546,7 +548,7 @@ def _unknown_keys(value: Any, node: Mapping[str, Any], path: str, out: _Collecto
             )
     elif isinstance(value, list) and isinstance(node.get("items"), Mapping):
         for index, child in enumerate(value):
-            _unknown_keys(child, node["items"], _join(path, index), out)
+            _unknown_keys(child, node["items"], key_path(path, index), out)
 
 
 # --- step 5: what the schema cannot express ---------------------------------------------------------
@@ -692,7 +694,7 @@ class _Checker:
         if isinstance(value, list):
             for index, item in enumerate(value):
                 if isinstance(item, str):
-                    yield _join(path, index), item
+                    yield key_path(path, index), item
 
     def run(self) -> None:
         self.extension()
@@ -782,7 +784,7 @@ class _Checker:
         for key, value in table.items():
             if not (key.endswith("_version") and isinstance(value, str)):
                 continue
-            path = _join("compatibility", key)
+            path = key_path("compatibility", key)
             try:
                 constraint = Constraint.parse(value)
             except ConstraintError as exc:
@@ -860,7 +862,7 @@ class _Checker:
                 entries.append((path, requirement.name, requirement.constraint))
         elif isinstance(extensions, dict):
             for key, value in extensions.items():
-                path = _join("dependencies.extensions", key)
+                path = key_path("dependencies.extensions", key)
                 if not isinstance(value, str):
                     continue
                 try:

@@ -162,4 +162,9 @@ def json_400(request: HttpRequest, exception: Exception | None = None) -> JsonRe
 
 
 def json_403(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
-    return JsonResponse(error_body("forbidden", str(exception) or "forbidden"), status=403)
+    return JsonResponse(error_body("forbidden", forbidden_message(exception)), status=403)
+
+
+def forbidden_message(exception: Exception | None) -> str:
+    """What a 403 refused before the views says (Django gives no exception for some)."""
+    return str(exception or "") or "forbidden: this request is not allowed here"

@@ -10,6 +10,8 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from extensions.manifest import key_path
+
 NUL_WRITTEN = "\\u0000"
 
 
@@ -26,21 +28,21 @@ def nul_escaped(value: Any) -> Any:
 
 
 def nul_paths(value: Any, path: str) -> Iterator[str]:
-    """Where NUL is in value's text, names included, as ``path.key[index]`` paths from ``path``
-    (a name holding NUL is shown with it escaped)."""
+    """Where NUL is in value's text, names included, as the manifest's messages write key paths
+    from ``path`` (`extensions.manifest.key_path`: a name holding NUL is quoted, NUL escaped)."""
     if isinstance(value, str):
         if "\x00" in value:
             yield path
     elif isinstance(value, dict):
         for key, item in value.items():
-            where = f"{path}.{nul_escaped(str(key))}"
+            where = key_path(path, str(key))
             if "\x00" in str(key):
                 yield where
             else:
                 yield from nul_paths(item, where)
-    elif isinstance(value, list):
+    elif isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            yield from nul_paths(item, f"{path}[{index}]")
+            yield from nul_paths(item, key_path(path, index))
 
 
 def holds_lone_surrogate(document: Any) -> bool:

@@ -860,7 +860,7 @@ def handler403(request: HttpRequest, exception: Exception | None = None) -> Http
     if _is_api(request):
         return exception_handler.json_403(request, exception)
     if is_oci_path(request.path):
-        return oci_api.error_answer(request, OciError(403, "DENIED", str(exception) or "forbidden"))
+        return oci_api.error_answer(request, OciError(403, "DENIED", exception_handler.forbidden_message(exception)))
     return defaults.permission_denied(request, exception or Exception())
 
 
@@ -905,6 +905,8 @@ def handler500(request: HttpRequest) -> HttpResponse:
         return unavailable(request, error)
     if _is_api(request):
         return exception_handler.json_500(request)
+    if is_oci_path(request.path):
+        return oci_api.error_answer(request, OciError(500, "UNKNOWN", "internal error; it has been logged"))
     response = defaults.server_error(request)
     response["Content-Security-Policy"] = CATALOG_CSP
     return response
@@ -917,6 +919,10 @@ def unavailable(request: HttpRequest, error: DatabaseUnavailable | StorageUnavai
     retry = str(UNAVAILABLE_RETRY_AFTER)
     if _is_api(request):
         return exception_handler.json_503(error)
+    if is_oci_path(request.path):
+        return oci_api.error_answer(
+            request, OciError(503, "UNAVAILABLE", error.message, headers={"Retry-After": retry})
+        )
     if request.path.startswith(("/tuf/", "/metrics")):
         return HttpResponse(f"{error.message}\n", status=503, content_type="text/plain", headers={"Retry-After": retry})
     if isinstance(error, StorageUnavailable):

@@ -57,7 +57,7 @@ def _error_response(exc: OciError, *, head: bool) -> HttpResponse:
 
 def error_answer(request: HttpRequest, error: OciError) -> HttpResponse:
     """``error`` as every /v2 answer carries it, for an error met before the views (Django's
-    handlers: a Host this registry does not serve, a request too large to read)."""
+    handlers: a Host this registry does not serve; an outage met by a middleware)."""
     response = _error_response(error, head=request.method == "HEAD")
     response[OCI_API_VERSION[0]] = OCI_API_VERSION[1]
     return response

@@ -730,3 +730,35 @@ def test_no_v2_request_gets_a_500(client: Client, etcd: dict[str, Any], segment:
         if response.status_code >= 400 and method != "HEAD":
             body = json.loads(response.content)
             assert [e["code"] in OCI_CODES for e in body["errors"]] == [True], body
+
+
+@pytest.mark.parametrize("method", ["GET", "HEAD"])
+def test_errors_met_before_the_views_under_v2_are_oci_error_documents(method: str) -> None:
+    """Django's handlers (a middleware's refusal, an outage or a failure before the OCI views)
+    answer under /v2 as the views do: OCI's error document and the API version header."""
+    from django.test import RequestFactory
+
+    from registry import views
+    from registry.errors import StorageUnavailable
+
+    request = RequestFactory().generic(method, "/v2/provisioning/etcd/tags/list")
+    try:
+        raise RuntimeError("a middleware failed")
+    except RuntimeError:
+        failed = views.handler500(request)
+    answers = {
+        403: views.handler403(request, None),
+        500: failed,
+        503: views.unavailable(request, StorageUnavailable("the storage is unavailable; try again later")),
+    }
+    codes = {403: "DENIED", 500: "UNKNOWN", 503: "UNAVAILABLE"}
+    for status, response in answers.items():
+        assert response.status_code == status
+        assert response["Docker-Distribution-API-Version"] == "registry/2.0"
+        assert response["Content-Type"] == "application/json"
+        if method == "GET":
+            [error] = json.loads(response.content)["errors"]
+            assert error["code"] == codes[status] and error["message"] and error["message"] != "None"
+        else:
+            assert response.content == b""
+    assert answers[503]["Retry-After"]

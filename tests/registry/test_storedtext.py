@@ -15,7 +15,7 @@ def test_nul_paths_name_every_place_holding_nul() -> None:
     manifest = {"name": "ok", "tags": ["a", "b\x00"], "deps": {"x\x00": "1", "y": "\x00"}}
     assert list(nul_paths(manifest, "extension")) == [
         "extension.tags[1]",
-        "extension.deps.x\\u0000",
+        'extension.deps."x\\u0000"',
         "extension.deps.y",
     ]
 
