@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from extensions.errors import ExtensionError, ResolutionError, ResolutionTooComplex
+from extensions.manifest import key_path
 from extensions.resolver.budget import DEFAULT_TIMEOUT, Budget, OutOfBudget
 from extensions.resolver.complete import MAX_LITERALS, Answer, EncodingTooLarge, decide
 from extensions.resolver.describe import shown_requirement
@@ -195,7 +196,7 @@ def _parse_locked(locked: Mapping[str, SemVer | str] | None) -> dict[str, SemVer
         if isinstance(version, SemVer):
             pins[name] = version
             continue
-        path = f"locked.{name}"
+        path = key_path("locked", name)  # a name that is no bare key quoted, control characters escaped
         try:
             pins[name] = parse_version(version)
         except ExtensionError as exc:

@@ -877,6 +877,7 @@ def test_the_extension_budget_is_a_setting() -> None:
         ({"requirements": "etcd"}, "requirements", "invalid_requirement"),
         ({"runtime_version": "1.4"}, "runtime_version", "invalid_runtime_version"),
         ({"locked": {"etcd": "latest"}}, "locked.etcd", "invalid_locked_version"),
+        ({"locked": {"et\x1b[2Jcd": "latest"}}, 'locked."et\\u001b[2Jcd"', "invalid_locked_version"),
     ],
 )
 def test_bad_input_is_refused_naming_where(kwargs: dict[str, Any], path: str, reason: str) -> None:
