@@ -48,6 +48,7 @@ from extensions.errors import (
     ReservedNameError,
     VersionError,
 )
+from extensions.keypaths import key_path
 from extensions.kinds import KINDS, SINGULAR, TYPES, ExtensionType
 from extensions.names import RESERVED_NAMES, CanonicalName, validate_name
 from extensions.versions import Constraint, SemVer, parse_requirement
@@ -340,20 +341,6 @@ _PATTERN_RULES: dict[str, str] = {
 
 
 # --- key paths and messages ------------------------------------------------------------------------
-
-_BARE_KEY_RE = re.compile(r"[A-Za-z0-9_-]+")
-
-
-def _key(key: str) -> str:
-    return key if _BARE_KEY_RE.fullmatch(key) else json.dumps(key, ensure_ascii=False)
-
-
-def key_path(path: str, key: str | int) -> str:
-    """``path`` and then ``key`` as messages write a TOML key path: ``a.b``, ``a[0]``, and a name
-    that is no bare key quoted as JSON writes it (``a."x y"``, a control character escaped)."""
-    if isinstance(key, int):
-        return f"{path}[{key}]"
-    return f"{path}.{_key(key)}" if path else _key(key)
 
 
 def _path_of(parts: Iterable[str | int]) -> str:

@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from extensions.manifest import key_path
+from extensions.keypaths import key_path
 
 NUL_WRITTEN = "\\u0000"
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from extensions.errors import ExtensionError, ResolutionError, ResolutionTooComplex
-from extensions.manifest import key_path
+from extensions.keypaths import key_path
 from extensions.resolver.budget import DEFAULT_TIMEOUT, Budget, OutOfBudget
 from extensions.resolver.complete import MAX_LITERALS, Answer, EncodingTooLarge, decide
 from extensions.resolver.describe import shown_requirement
