@@ -177,7 +177,7 @@ def _check_provider(client: RegistryClient, type: str, name: str, found: str) ->
     registry's own rule the extension it named must provide ``type NAME`` in its latest version."""
     document = client.index(found)
     latest = _latest_in(document, found) if document is not None else None
-    if latest is None or name not in latest.extra.get("provides", {}).get(kind_dir(type), ()):
+    if latest is None or not _provides(latest, kind_dir(type), name):
         raise VerificationError(
             "lookup",
             f"the registry answered {found} for {type} {name!r}, but the latest version of {found} does not "
@@ -195,9 +195,19 @@ def _latest_in(document: bytes, name: str) -> Candidate | None:
 def latest_version(versions: Sequence[Candidate]) -> Candidate | None:
     """As the registry counts an extension's latest version: the newest non-yanked release, else the
     newest non-yanked pre-release."""
-    live = [v for v in versions if not v.yanked]
-    pool = [v for v in live if not v.version.is_prerelease] or live
+    pool = _counted(versions)
     return max(pool, key=lambda v: v.version) if pool else None
+
+
+def _counted(versions: Sequence[Candidate]) -> list[Candidate]:
+    """The versions the latest is chosen from: the non-yanked releases, else the non-yanked pre-releases."""
+    live = [v for v in versions if not v.yanked]
+    return [v for v in live if not v.version.is_prerelease] or live
+
+
+def _provides(candidate: Candidate, kind: str, name: str) -> bool:
+    """Whether ``candidate`` provides NAME as a ``kind`` (``taskservs``...)."""
+    return name in candidate.extra.get("provides", {}).get(kind, ())
 
 
 def _provider_in_cache(client: RegistryClient, type: str, name: str) -> str | None:
@@ -214,7 +224,7 @@ def _provider_in_cache(client: RegistryClient, type: str, name: str) -> str | No
         latest = _latest_in(document, candidate)
         if latest is None:
             continue
-        if name in latest.extra.get("provides", {}).get(kinds, ()):
+        if _provides(latest, kinds, name):
             providers.append(candidate)
         if candidate == name:
             named_type = latest.type
@@ -574,10 +584,10 @@ def install(
                     )
                 raise
             chosen = resolution.resolved[extension]
-            provided = chosen.extra.get("provides", {}).get(kind_dir(type), ())
-            if extension != name and name not in provided:
+            provided = _provides(chosen, kind_dir(type), name)
+            if extension != name and not provided:
                 raise _not_provided(client, type, name, chosen, version=version, previous=previous, lock_path=lock_path)
-            if chosen.type != type and name not in provided:
+            if chosen.type != type and not provided:
                 raise ClientError(
                     f"{extension} is a {chosen.type}, not a {type}: "
                     f"use `provisioning {cli_group(chosen.type)} create {extension}`",
@@ -642,11 +652,9 @@ def _providing_since(versions: Sequence[Candidate], kind: str, name: str) -> Sem
     """The first version of the unbroken run of versions, up to the newest, that provide NAME as a
     ``kind`` (``taskservs``...): releases, else pre-releases; yanked ones are passed over. None when
     the newest does not provide it."""
-    live = [v for v in versions if not v.yanked]
-    pool = sorted([v for v in live if not v.version.is_prerelease] or live, key=lambda v: v.version, reverse=True)
     since = None
-    for candidate in pool:
-        if name not in candidate.extra.get("provides", {}).get(kind, ()):
+    for candidate in sorted(_counted(versions), key=lambda v: v.version, reverse=True):
+        if not _provides(candidate, kind, name):
             break
         since = candidate.version
     return since
