@@ -47,6 +47,7 @@ from extensions.errors import ExtensionError, ResolutionError
 from extensions.graph import DependencyCycleError, dependency_order
 from extensions.index import parse_index
 from extensions.manifest import Manifest, load_manifest
+from extensions.providing import latest_version, provides, providing_since
 from extensions.resolver import Candidate, Resolution, describe_requirement, resolve
 from extensions.versions import Constraint, SemVer, parse_requirement
 
@@ -177,7 +178,7 @@ def _check_provider(client: RegistryClient, type: str, name: str, found: str) ->
     registry's own rule the extension it named must provide ``type NAME`` in its latest version."""
     document = client.index(found)
     latest = _latest_in(document, found) if document is not None else None
-    if latest is None or not _provides(latest, kind_dir(type), name):
+    if latest is None or not provides(latest, kind_dir(type), name):
         raise VerificationError(
             "lookup",
             f"the registry answered {found} for {type} {name!r}, but the latest version of {found} does not "
@@ -190,24 +191,6 @@ def _latest_in(document: bytes, name: str) -> Candidate | None:
     with contextlib.suppress(ExtensionError):
         return latest_version(parse_index(document, name=name)[1])
     return None
-
-
-def latest_version(versions: Sequence[Candidate]) -> Candidate | None:
-    """As the registry counts an extension's latest version: the newest non-yanked release, else the
-    newest non-yanked pre-release."""
-    pool = _counted(versions)
-    return max(pool, key=lambda v: v.version) if pool else None
-
-
-def _counted(versions: Sequence[Candidate]) -> list[Candidate]:
-    """The versions the latest is chosen from: the non-yanked releases, else the non-yanked pre-releases."""
-    live = [v for v in versions if not v.yanked]
-    return [v for v in live if not v.version.is_prerelease] or live
-
-
-def _provides(candidate: Candidate, kind: str, name: str) -> bool:
-    """Whether ``candidate`` provides NAME as a ``kind`` (``taskservs``...)."""
-    return name in candidate.extra.get("provides", {}).get(kind, ())
 
 
 def _provider_in_cache(client: RegistryClient, type: str, name: str) -> str | None:
@@ -224,7 +207,7 @@ def _provider_in_cache(client: RegistryClient, type: str, name: str) -> str | No
         latest = _latest_in(document, candidate)
         if latest is None:
             continue
-        if _provides(latest, kinds, name):
+        if provides(latest, kinds, name):
             providers.append(candidate)
         if candidate == name:
             named_type = latest.type
@@ -584,7 +567,7 @@ def install(
                     )
                 raise
             chosen = resolution.resolved[extension]
-            provided = _provides(chosen, kind_dir(type), name)
+            provided = provides(chosen, kind_dir(type), name)
             if extension != name and not provided:
                 raise _not_provided(client, type, name, chosen, version=version, previous=previous, lock_path=lock_path)
             if chosen.type != type and not provided:
@@ -624,7 +607,7 @@ def _not_provided(
     runtime and the other extensions), and which versions provide NAME."""
     document = client.index(chosen.name)
     candidates = parse_index(document, name=chosen.name)[1] if document is not None else []
-    since = _providing_since(candidates, kind_dir(type), name)
+    since = providing_since(candidates, kind_dir(type), name)
     what = f"{type} {name!r}"
     if previous is not None and previous.pins().get(chosen.name) == str(chosen.version):
         why = f"{lock_path} keeps {chosen.name} at {chosen.version}, which does not provide {what}"
@@ -644,20 +627,15 @@ def _not_provided(
     return ClientError(
         f"{why}; {fix}",
         code="resolution_failed",
-        details=[{"extension": chosen.name, "version": str(chosen.version), "provided_since": str(since or "")}],
+        details=[
+            {
+                "reason": "not_provided",
+                "extension": chosen.name,
+                "version": str(chosen.version),
+                "provided_since": str(since) if since is not None else None,
+            }
+        ],
     )
-
-
-def _providing_since(versions: Sequence[Candidate], kind: str, name: str) -> SemVer | None:
-    """The first version of the unbroken run of versions, up to the newest, that provide NAME as a
-    ``kind`` (``taskservs``...): releases, else pre-releases; yanked ones are passed over. None when
-    the newest does not provide it."""
-    since = None
-    for candidate in sorted(_counted(versions), key=lambda v: v.version, reverse=True):
-        if not _provides(candidate, kind, name):
-            break
-        since = candidate.version
-    return since
 
 
 def _yanked(client: RegistryClient, resolution: Resolution) -> list[dict[str, str | None]]:

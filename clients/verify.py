@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from clients.errors import ClientError, UsageError
-from clients.install import latest_version
 from clients.lockfile import LOCKFILE_NAME, LockedExtension, Lockfile
 from clients.provenance import VerifiedProvenance
 from clients.registry_client import IntegrityError, RegistryClient, file_sha256
@@ -31,6 +30,7 @@ from extensions.archive import MANIFEST_JSON, inspect_package
 from extensions.errors import ExtensionError
 from extensions.index import parse_index
 from extensions.kinds import plural
+from extensions.providing import latest_version
 from extensions.resolver import Candidate
 from extensions.versions import SemVer
 

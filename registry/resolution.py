@@ -19,6 +19,7 @@ from django.urls import reverse
 from extensions.errors import ExtensionError, ResolutionError
 from extensions.index import parse_index
 from extensions.kinds import plural
+from extensions.providing import provides, providing_since
 from extensions.resolver import Candidate, Catalogue, Resolution, resolve
 from extensions.versions import Constraint, SemVer
 from registry import selectors
@@ -198,13 +199,18 @@ def install_plan(
     with download URLs and digests, and what each needs from the host."""
     extension = _extension_for(kind, name)
     requirement = _version_requirement(extension, version)
+    catalogue = DatabaseCatalogue()
     resolution = resolve_requirements(
         requirements=[requirement],
         runtime_version=runtime_version,
         include_prereleases=False,
         locked=None,
         cancelled=cancelled,
+        catalogue=catalogue,
     )
+    chosen = resolution.resolved[extension]
+    if extension != name and not provides(chosen, plural(kind), name):
+        raise _not_provided(kind, name, chosen, catalogue.versions(extension), version=version)
     manifests = _manifests(resolution)
     entries = []
     system_packages: set[str] = set()
@@ -219,7 +225,6 @@ def install_plan(
         system_packages.update(needs["system_packages"])
         required_env.update(needs["required_env"])
         entries.append({**item, **needs})
-    chosen = resolution.resolved[extension]
     return {
         "name": name,
         "kind": kind,
@@ -230,6 +235,36 @@ def install_plan(
         "system_packages": sorted(system_packages),
         "required_env": sorted(required_env),
     }
+
+
+def _not_provided(
+    kind: str, name: str, chosen: Candidate, versions: Sequence[Candidate], *, version: str | None
+) -> ResolutionError:
+    """The latest version of ``chosen``'s extension provides ``kind`` NAME (the lookup found it by
+    that), but ``chosen`` does not: a 422 saying why it was chosen (``version``, or what fits the
+    runtime and the dependencies) and which versions provide NAME (`providing_since`)."""
+    since = providing_since(versions, plural(kind), name)
+    what = f"{kind} {name!r}"
+    if version is not None:
+        why = f"{version!r} chooses {chosen.name} {chosen.version}, which does not provide {what}"  # after "version: "
+        fix = f"its versions from {since} do: ask for version '>={since}'"
+    else:
+        why = (
+            f"{chosen.version}, the newest version of {chosen.name} that fits here (runtime_version and the "
+            f"dependencies' constraints), does not provide {what}"
+        )
+        fix = f"its versions from {since} do, but none of them fits here"
+    if since is None:
+        fix = f"no version of {chosen.name} that can be installed does"
+    message = f"{why}; {fix}"
+    detail = {
+        "reason": "not_provided",
+        "extension": chosen.name,
+        "version": str(chosen.version),
+        "provided_since": str(since) if since is not None else None,
+        "message": message,
+    }
+    return ResolutionError(message, path="version" if version is not None else "", details=[detail])
 
 
 def _manifests(resolution: Resolution) -> dict[tuple[str, str], dict[str, Any]]:

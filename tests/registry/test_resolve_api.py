@@ -341,3 +341,45 @@ def test_json_endpoints_take_no_uploads_and_resolution_is_throttled(
     settings.REGISTRY_RATE_RESOLVE = "3/minute"  # the refused upload above counts too
     statuses = [_resolve(client, {"requirements": ["nothing"]}).status_code for _ in range(3)]
     assert statuses == [422, 422, 429]
+
+
+def test_the_install_plan_refuses_a_version_that_does_not_provide_the_name(
+    client: Client, publisher: Publisher
+) -> None:
+    """The lookup finds `gateway` in gateway-pack's latest version; a version asked for, or the newest
+    that fits the runtime, that does not provide it is a 422 naming the versions that do (as the
+    client's `taskserv create` says), not a plan that installs something else."""
+    both = {"taskservs": ["gateway-pack", "gateway"]}
+    publisher("gateway-pack", "1.0.0", provides={"taskservs": ["gateway-pack"]})
+    publisher("gateway-pack", "1.1.0", provides=both, provisioning_version=">=1.2.0")
+    publisher("gateway-pack", "1.2.0", provides=both, provisioning_version=">=1.2.0")
+
+    def plan(name: str = "gateway", **body: str) -> Any:
+        data = json.dumps({"name": name, **body})
+        return client.post("/api/v1/extensions/taskservs/install", data=data, content_type="application/json")
+
+    assert plan().json()["data"]["version"] == "1.2.0"
+    assert plan(version=">=1.1.0, <1.2.0").json()["data"]["version"] == "1.1.0"
+    pinned = plan(version="1.0.0")
+    assert pinned.status_code == 422, pinned.content
+    error = pinned.json()["error"]
+    assert error["code"] == "resolution_failed"
+    assert error["message"] == (
+        "version: '1.0.0' chooses gateway-pack 1.0.0, which does not provide taskserv 'gateway'; "
+        "its versions from 1.1.0 do: ask for version '>=1.1.0'"
+    )
+    assert error["details"][0] == {
+        "reason": "not_provided",
+        "extension": "gateway-pack",
+        "version": "1.0.0",
+        "provided_since": "1.1.0",
+        "message": error["message"].removeprefix("version: "),
+    }
+    older_runtime = plan(runtime_version="1.1.0")
+    assert older_runtime.status_code == 422, older_runtime.content
+    assert older_runtime.json()["error"]["message"] == (
+        "1.0.0, the newest version of gateway-pack that fits here (runtime_version and the dependencies' "
+        "constraints), does not provide taskserv 'gateway'; its versions from 1.1.0 do, but none of them fits here"
+    )
+    # The extension by its own name is what it is, at any version.
+    assert plan("gateway-pack", version="1.0.0").json()["data"]["version"] == "1.0.0"
