@@ -275,10 +275,19 @@ class Store:
             with contextlib.suppress(FileNotFoundError):
                 mark_path.unlink()
             _remove_tree(dest)
-            info = safe_extract(package, dest)
-            if info.name != name or SemVer.parse(info.version) != SemVer.parse(version):
+            try:
+                info = safe_extract(package, dest)
+                if info.name != name or SemVer.parse(info.version) != SemVer.parse(version):
+                    raise IntegrityError(
+                        f"the package with sha256 {sha256} holds {info.name} {info.version}, not {what}"
+                    )
+            except (ExtensionError, IntegrityError):
+                # A package that cannot be installed as WHAT is not kept: only `--no-verify` (an index
+                # not checked against signed metadata) lets such bytes in, and nothing may use them.
                 _remove_tree(dest)
-                raise IntegrityError(f"the package with sha256 {sha256} holds {info.name} {info.version}, not {what}")
+                with self.lock(f"package-{sha256}"), contextlib.suppress(FileNotFoundError):
+                    package.unlink()
+                raise
             manifest_sha256 = file_sha256(dest / MANIFEST_JSON)
             payload = json.dumps({"sha256": sha256, "manifest_sha256": manifest_sha256}).encode()
             atomic_write(mark_path, payload, mode=0o644)

@@ -237,4 +237,13 @@ def test_a_hostile_package_leaves_no_tree_behind(tmp_path: Path) -> None:
     with pytest.raises(UnsafeArchiveError):
         store.tree("taskserv", "demo", "1.0.0", sha)
     assert files_under(store.trees_dir) == []
+    assert files_under(store.packages_dir) == []  # nor the package: nothing may use it
     assert leftovers(tmp_path) == []
+
+
+def test_a_package_that_holds_another_extension_is_not_kept(tmp_path: Path, etcd_package: BuiltPackage) -> None:
+    store = Store(tmp_path / "home")
+    store.add_package(etcd_package.path, etcd_package.sha256)
+    with pytest.raises(IntegrityError, match=f"the package with sha256 {etcd_package.sha256} holds etcd 3.5.9, not"):
+        store.tree("taskserv", "cilium", "3.5.9", etcd_package.sha256)
+    assert files_under(store.trees_dir) == [] and files_under(store.packages_dir) == []
