@@ -32,7 +32,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -178,7 +178,7 @@ def _check_provider(client: RegistryClient, type: str, name: str, found: str) ->
     registry's own rule the extension it named must provide ``type NAME`` in its latest version."""
     document = client.index(found)
     latest = _latest_in(document, found) if document is not None else None
-    if latest is None or not provides(latest, kind_dir(type), name):
+    if latest is None or not provides(latest, type, name):
         raise VerificationError(
             "lookup",
             f"the registry answered {found} for {type} {name!r}, but the latest version of {found} does not "
@@ -197,7 +197,6 @@ def _provider_in_cache(client: RegistryClient, type: str, name: str) -> str | No
     """The registry's lookup over the cached index documents: the extensions whose latest version
     provides ``type NAME`` (the one named NAME first, then by name; download counts are not in the
     documents), else the cached extension of that type named NAME."""
-    kinds = kind_dir(type)
     providers: list[str] = []
     named_type: str | None = None
     for candidate in client.cached_names():
@@ -207,7 +206,7 @@ def _provider_in_cache(client: RegistryClient, type: str, name: str) -> str | No
         latest = _latest_in(document, candidate)
         if latest is None:
             continue
-        if provides(latest, kinds, name):
+        if provides(latest, type, name):
             providers.append(candidate)
         if candidate == name:
             named_type = latest.type
@@ -567,9 +566,21 @@ def install(
                     )
                 raise
             chosen = resolution.resolved[extension]
-            provided = provides(chosen, kind_dir(type), name)
+            provided = provides(chosen, type, name)
             if extension != name and not provided:
-                raise _not_provided(client, type, name, chosen, version=version, previous=previous, lock_path=lock_path)
+                pins = previous.pins() if previous is not None else None
+                raise _not_provided(
+                    client,
+                    type,
+                    name,
+                    chosen,
+                    version=version,
+                    previous=previous,
+                    lock_path=lock_path,
+                    fits=lambda asked: _resolves(
+                        [asked, *roots[1:]], client, runtime_version=runtime_version, locked=pins
+                    ),
+                )
             if chosen.type != type and not provided:
                 raise ClientError(
                     f"{extension} is a {chosen.type}, not a {type}: "
@@ -592,6 +603,16 @@ def install(
     return _needs(report, placed, os.environ if env is None else env)
 
 
+def _resolves(
+    roots: Sequence[str], client: RegistryClient, *, runtime_version: str | None, locked: Mapping[str, str] | None
+) -> bool:
+    """Whether ``roots`` resolve (a `ResolutionError` of any kind, too complex too, is a no)."""
+    with contextlib.suppress(ResolutionError):
+        resolve(list(roots), client.catalogue(), runtime_version=runtime_version, locked=locked)
+        return True
+    return False
+
+
 def _not_provided(
     client: RegistryClient,
     type: str,
@@ -601,29 +622,33 @@ def _not_provided(
     version: str | None,
     previous: Lockfile | None,
     lock_path: Path,
+    fits: Callable[[str], bool],
 ) -> ClientError:
     """``type NAME`` is provided by the latest version of ``chosen``'s extension (the lookup says
     so), but not by ``chosen``: why it was chosen (the lockfile, ``--version``, or what fits the
-    runtime and the other extensions), and which versions provide NAME."""
+    runtime and the other extensions), and which versions provide NAME; ``--version '>=FIRST'`` is
+    suggested only when the install resolves with it (``fits``)."""
     document = client.index(chosen.name)
     candidates = parse_index(document, name=chosen.name)[1] if document is not None else []
-    since = providing_since(candidates, kind_dir(type), name)
+    since = providing_since(candidates, type, name)
     what = f"{type} {name!r}"
+    here = "the runtime's version and the other extensions' constraints"
     if previous is not None and previous.pins().get(chosen.name) == str(chosen.version):
         why = f"{lock_path} keeps {chosen.name} at {chosen.version}, which does not provide {what}"
     elif version is not None:
         why = f"{chosen.name} {chosen.version} (--version {version}) does not provide {what}"
     else:
-        why = (
-            f"{chosen.version}, the newest version of {chosen.name} that fits here (the runtime's version and "
-            f"the other extensions' constraints), does not provide {what}"
-        )
+        why = f"{chosen.version}, the newest version of {chosen.name} that fits here ({here}), does not provide {what}"
+        here = ""
     if since is None:
         fix = f"no version of {chosen.name} that can be installed does"
-    elif version is None and not (previous is not None and chosen.name in previous.pins()):
-        fix = f"its versions from {since} do, but they do not fit here: see `provisioning extension info {chosen.name}`"
-    else:
+    elif fits(f"{chosen.name} >={since}"):
         fix = f"its versions from {since} do: create it with --version '>={since}'"
+    else:
+        fix = (
+            f"its versions from {since} do, but none of them fits here{f' ({here})' if here else ''}: "
+            f"see `provisioning extension info {chosen.name}`"
+        )
     return ClientError(
         f"{why}; {fix}",
         code="resolution_failed",

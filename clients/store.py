@@ -42,7 +42,7 @@ from clients.registry_client import (
     file_sha256,
 )
 from extensions.archive import MANIFEST_JSON, safe_extract
-from extensions.errors import ExtensionError
+from extensions.errors import ArchiveError, ArchiveTooLargeError, ExtensionError
 from extensions.kinds import TYPES as EXTENSION_TYPES
 from extensions.kinds import plural
 from extensions.names import NAME_RE
@@ -277,17 +277,17 @@ class Store:
             _remove_tree(dest)
             try:
                 info = safe_extract(package, dest)
-                if info.name != name or SemVer.parse(info.version) != SemVer.parse(version):
-                    raise IntegrityError(
-                        f"the package with sha256 {sha256} holds {info.name} {info.version}, not {what}"
-                    )
-            except (ExtensionError, IntegrityError):
-                # A package that cannot be installed as WHAT is not kept: only `--no-verify` (an index
-                # not checked against signed metadata) lets such bytes in, and nothing may use them.
+            except ArchiveError as exc:
                 _remove_tree(dest)
-                with self.lock(f"package-{sha256}"), contextlib.suppress(FileNotFoundError):
-                    package.unlink()
+                if not isinstance(exc, ArchiveTooLargeError):
+                    # Bytes that no one can unpack (unsafe, or not a package) are not kept: every use
+                    # of them would fail alike. A package over this client's size limits is kept.
+                    with contextlib.suppress(FileNotFoundError):
+                        package.unlink()
                 raise
+            if info.name != name or SemVer.parse(info.version) != SemVer.parse(version):
+                _remove_tree(dest)  # the package is another extension's, intact: it stays
+                raise IntegrityError(f"the package with sha256 {sha256} holds {info.name} {info.version}, not {what}")
             manifest_sha256 = file_sha256(dest / MANIFEST_JSON)
             payload = json.dumps({"sha256": sha256, "manifest_sha256": manifest_sha256}).encode()
             atomic_write(mark_path, payload, mode=0o644)

@@ -2,18 +2,19 @@
 
 One definition for the registry (its install plan) and the client (its lookup and
 ``taskserv|cluster|providers create``): the latest version is the newest non-yanked release, else
-the newest non-yanked pre-release, as the registry's catalogue counts it; a version provides NAME
-as a kind when its index entry lists NAME under ``provides.<kind>``.
+the newest non-yanked pre-release, as the registry's catalogue counts it; a version provides a type NAME
+when its index entry lists NAME under ``provides.<kind>`` (the type's plural: ``taskservs``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from extensions.kinds import plural
 from extensions.resolver.model import Candidate
 from extensions.versions import SemVer
 
-__all__ = ["counted", "latest_version", "provides", "providing_since"]
+__all__ = ["counted", "latest_version", "offers", "provides", "providing_since"]
 
 
 def counted(versions: Sequence[Candidate]) -> list[Candidate]:
@@ -28,18 +29,25 @@ def latest_version(versions: Sequence[Candidate]) -> Candidate | None:
     return max(pool, key=lambda v: v.version) if pool else None
 
 
-def provides(candidate: Candidate, kind: str, name: str) -> bool:
-    """Whether ``candidate`` provides NAME as a ``kind`` (plural: ``taskservs``...)."""
-    return name in candidate.extra.get("provides", {}).get(kind, ())
+def provides(candidate: Candidate, type: str, name: str) -> bool:
+    """Whether ``candidate`` provides ``type`` NAME (``type`` singular: ``taskserv``...; KeyError
+    for a word that is not a type)."""
+    return name in candidate.extra.get("provides", {}).get(plural(type), ())
 
 
-def providing_since(versions: Sequence[Candidate], kind: str, name: str) -> SemVer | None:
-    """The first version of the unbroken run of `counted` versions, up to the newest, that provide
-    NAME as a ``kind``: yanked ones are passed over, pre-releases count only when there is no
+def offers(candidate: Candidate, type: str, name: str) -> bool:
+    """Whether installing ``candidate`` is installing ``type`` NAME: it provides it, or it is itself
+    an extension of that type named NAME (the lookup's second rule)."""
+    return provides(candidate, type, name) or (candidate.name == name and candidate.type == type)
+
+
+def providing_since(versions: Sequence[Candidate], type: str, name: str) -> SemVer | None:
+    """The first version of the unbroken run of `counted` versions, up to the newest, that `offers`
+    ``type`` NAME: yanked ones are passed over, pre-releases count only when there is no
     release. None when the newest does not provide it."""
     since = None
     for candidate in sorted(counted(versions), key=lambda v: v.version, reverse=True):
-        if not provides(candidate, kind, name):
+        if not offers(candidate, type, name):
             break
         since = candidate.version
     return since

@@ -8,6 +8,7 @@ once and a publish, yank or unyank in any process is seen by the next request in
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -19,7 +20,7 @@ from django.urls import reverse
 from extensions.errors import ExtensionError, ResolutionError
 from extensions.index import parse_index
 from extensions.kinds import plural
-from extensions.providing import provides, providing_since
+from extensions.providing import offers, providing_since
 from extensions.resolver import Candidate, Catalogue, Resolution, resolve
 from extensions.versions import Constraint, SemVer
 from registry import selectors
@@ -209,8 +210,30 @@ def install_plan(
         catalogue=catalogue,
     )
     chosen = resolution.resolved[extension]
-    if extension != name and not provides(chosen, plural(kind), name):
-        raise _not_provided(kind, name, chosen, catalogue.versions(extension), version=version)
+    if not offers(chosen, kind, name):
+
+        def fits(asked: str) -> bool:
+            with contextlib.suppress(ResolutionError):
+                resolve_requirements(
+                    requirements=[asked],
+                    runtime_version=runtime_version,
+                    include_prereleases=False,
+                    locked=None,
+                    cancelled=cancelled,
+                    catalogue=catalogue,
+                )
+                return True
+            return False
+
+        raise _not_provided(
+            kind,
+            name,
+            chosen,
+            catalogue.versions(extension),
+            version=version,
+            runtime_version=runtime_version,
+            fits=fits,
+        )
     manifests = _manifests(resolution)
     entries = []
     system_packages: set[str] = set()
@@ -238,24 +261,35 @@ def install_plan(
 
 
 def _not_provided(
-    kind: str, name: str, chosen: Candidate, versions: Sequence[Candidate], *, version: str | None
+    kind: str,
+    name: str,
+    chosen: Candidate,
+    versions: Sequence[Candidate],
+    *,
+    version: str | None,
+    runtime_version: str | None,
+    fits: Callable[[str], bool],
 ) -> ResolutionError:
-    """The latest version of ``chosen``'s extension provides ``kind`` NAME (the lookup found it by
-    that), but ``chosen`` does not: a 422 saying why it was chosen (``version``, or what fits the
-    runtime and the dependencies) and which versions provide NAME (`providing_since`)."""
-    since = providing_since(versions, plural(kind), name)
+    """The lookup found ``chosen``'s extension for ``kind`` NAME (its latest version offers it), but
+    ``chosen`` does not offer it: a 422 saying why it was chosen (``version``, or what fits the
+    runtime and the dependencies) and which versions do (`providing_since`); ``version '>=FIRST'``
+    is suggested only when the plan resolves with it (``fits``)."""
+    since = providing_since(versions, kind, name)
     what = f"{kind} {name!r}"
+    other = f", a {chosen.type}," if chosen.type != kind else ","
+    here = "the dependencies' constraints"
+    if runtime_version:
+        here = f"runtime_version {runtime_version} and {here}"
     if version is not None:
-        why = f"{version!r} chooses {chosen.name} {chosen.version}, which does not provide {what}"  # after "version: "
-        fix = f"its versions from {since} do: ask for version '>={since}'"
+        why = f"{version!r} chooses {chosen.name} {chosen.version}{other} which does not provide {what}"
     else:
-        why = (
-            f"{chosen.version}, the newest version of {chosen.name} that fits here (runtime_version and the "
-            f"dependencies' constraints), does not provide {what}"
-        )
-        fix = f"its versions from {since} do, but none of them fits here"
+        why = f"{chosen.version}, the newest version of {chosen.name} that fits {here}, does not provide {what}"
     if since is None:
         fix = f"no version of {chosen.name} that can be installed does"
+    elif fits(f"{chosen.name} >={since}"):
+        fix = f"its versions from {since} do: ask for version '>={since}'"
+    else:
+        fix = f"its versions from {since} do, but none of them fits {here}"
     message = f"{why}; {fix}"
     detail = {
         "reason": "not_provided",

@@ -243,7 +243,9 @@ def test_create_refuses_an_extension_of_another_kind_and_installs_nothing(
     assert not infra.exists()
 
 
-def _taskserv_source(root: Path, name: str, *, provides: list[str], version: str = "1.0.0") -> Path:
+def _taskserv_source(
+    root: Path, name: str, *, provides: list[str], version: str = "1.0.0", provisioning: str = ">=1.0.0"
+) -> Path:
     source = root / f"{name}-{version}"
     (source / "nulib").mkdir(parents=True)
     (source / "extension.toml").write_text(
@@ -253,6 +255,9 @@ version = "{version}"
 description = "A taskserv of the client's lookup-order test"
 type = "taskserv"
 license = "MIT"
+
+[compatibility]
+provisioning_version = "{provisioning}"
 
 [provides]
 taskservs = {json.dumps(provides)}
@@ -310,8 +315,22 @@ def test_a_version_of_the_provider_that_does_not_provide_the_name_is_refused_nam
 ) -> None:
     home, infra = tmp_path / "home", tmp_path / "infra"
     for version, provides in (("1.0.0", []), ("1.1.0", ["gateway"]), ("1.2.0", ["gateway"])):
-        source = _taskserv_source(tmp_path, "gateway-pack", provides=provides, version=version)
+        needs = ">=1.0.0" if version == "1.0.0" else ">=1.2.0"
+        source = _taskserv_source(tmp_path, "gateway-pack", provides=provides, version=version, provisioning=needs)
         live_registry.manage("publish", "--user", "bob", str(source))
+
+    # Asked for versions that include the providing ones, which the runtime rules out: no suggestion
+    # that would fail too.
+    ruled_out = create(
+        capsys, live_registry.url, home, infra, "gateway", "--version", "^1", "--runtime-version", "1.1.0"
+    )
+    assert ruled_out.code == 1
+    assert " ".join(ruled_out.err.split()) == (
+        "error: gateway-pack 1.0.0 (--version ^1) does not provide taskserv 'gateway'; its versions from 1.1.0 do, "
+        "but none of them fits here (the runtime's version and the other extensions' constraints): see "
+        f"`provisioning extension info gateway-pack`; nothing was installed into {infra}"
+    )
+    assert not infra.exists()
 
     asked = create(capsys, live_registry.url, home, infra, "gateway", "--version", "1.0.0")
     assert asked.code == 1

@@ -241,9 +241,13 @@ def test_a_hostile_package_leaves_no_tree_behind(tmp_path: Path) -> None:
     assert leftovers(tmp_path) == []
 
 
-def test_a_package_that_holds_another_extension_is_not_kept(tmp_path: Path, etcd_package: BuiltPackage) -> None:
+def test_a_package_that_holds_another_extension_is_refused_and_kept_for_it(
+    tmp_path: Path, etcd_package: BuiltPackage
+) -> None:
     store = Store(tmp_path / "home")
     store.add_package(etcd_package.path, etcd_package.sha256)
     with pytest.raises(IntegrityError, match=f"the package with sha256 {etcd_package.sha256} holds etcd 3.5.9, not"):
         store.tree("taskserv", "cilium", "3.5.9", etcd_package.sha256)
-    assert files_under(store.trees_dir) == [] and files_under(store.packages_dir) == []
+    assert files_under(store.trees_dir) == []
+    assert store.has_package(etcd_package.sha256)  # intact, and etcd's: another install may use it
+    assert store.tree("taskserv", "etcd", "3.5.9", etcd_package.sha256).is_dir()

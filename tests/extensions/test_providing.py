@@ -22,7 +22,7 @@ def test_the_run_up_to_the_newest_counts_not_an_earlier_one() -> None:
         _version("1.3.0", provides=True),
         _version("1.4.0", provides=True),
     ]
-    assert providing_since(versions, "taskservs", "gateway") == SemVer.parse("1.3.0")
+    assert providing_since(versions, "taskserv", "gateway") == SemVer.parse("1.3.0")
 
 
 def test_releases_count_before_pre_releases_and_yanked_versions_not_at_all() -> None:
@@ -32,15 +32,15 @@ def test_releases_count_before_pre_releases_and_yanked_versions_not_at_all() -> 
         _version("1.1.0", provides=True),
         _version("1.2.0", provides=False, yanked=True),
     ]
-    assert providing_since(versions, "taskservs", "gateway") == SemVer.parse("1.1.0")
+    assert providing_since(versions, "taskserv", "gateway") == SemVer.parse("1.1.0")
     only_pre = [_version("1.0.0-rc.1", provides=False), _version("1.0.0-rc.2", provides=True)]
-    assert providing_since(only_pre, "taskservs", "gateway") == SemVer.parse("1.0.0-rc.2")
+    assert providing_since(only_pre, "taskserv", "gateway") == SemVer.parse("1.0.0-rc.2")
 
 
 def test_none_when_the_newest_does_not_provide_it() -> None:
     versions = [_version("1.0.0", provides=True), _version("2.0.0", provides=False)]
-    assert providing_since(versions, "taskservs", "gateway") is None
-    assert providing_since(versions, "clusters", "gateway") is None
+    assert providing_since(versions, "taskserv", "gateway") is None
+    assert providing_since(versions, "cluster", "gateway") is None
 
 
 def test_the_latest_is_the_newest_live_release_else_the_newest_live_pre_release() -> None:

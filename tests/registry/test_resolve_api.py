@@ -378,8 +378,35 @@ def test_the_install_plan_refuses_a_version_that_does_not_provide_the_name(
     older_runtime = plan(runtime_version="1.1.0")
     assert older_runtime.status_code == 422, older_runtime.content
     assert older_runtime.json()["error"]["message"] == (
-        "1.0.0, the newest version of gateway-pack that fits here (runtime_version and the dependencies' "
-        "constraints), does not provide taskserv 'gateway'; its versions from 1.1.0 do, but none of them fits here"
+        "1.0.0, the newest version of gateway-pack that fits runtime_version 1.1.0 and the dependencies' "
+        "constraints, does not provide taskserv 'gateway'; its versions from 1.1.0 do, but none of them fits "
+        "runtime_version 1.1.0 and the dependencies' constraints"
+    )
+    # A version that admits the providing ones, which the runtime rules out: no suggestion that fails too.
+    ruled_out = plan(version="^1", runtime_version="1.1.0")
+    assert ruled_out.status_code == 422, ruled_out.content
+    assert ruled_out.json()["error"]["message"] == (
+        "version: '^1' chooses gateway-pack 1.0.0, which does not provide taskserv 'gateway'; its versions from "
+        "1.1.0 do, but none of them fits runtime_version 1.1.0 and the dependencies' constraints"
     )
     # The extension by its own name is what it is, at any version.
     assert plan("gateway-pack", version="1.0.0").json()["data"]["version"] == "1.0.0"
+
+
+def test_the_install_plan_refuses_a_version_of_another_type(client: Client, publisher: Publisher) -> None:
+    """An extension that was a cluster in 1.0.0 and is a taskserv from 2.0.0: taskserv NAME at
+    1.0.0 would install a cluster."""
+    publisher("shifty", "1.0.0", type="cluster")
+    publisher("shifty", "2.0.0", type="taskserv")
+
+    def plan(kinds: str, **body: str) -> Any:
+        data = json.dumps({"name": "shifty", **body})
+        return client.post(f"/api/v1/extensions/{kinds}/install", data=data, content_type="application/json")
+
+    assert plan("taskservs").json()["data"]["extensions"][0]["type"] == "taskserv"
+    old = plan("taskservs", version="1.0.0")
+    assert old.status_code == 422, old.content
+    assert old.json()["error"]["message"] == (
+        "version: '1.0.0' chooses shifty 1.0.0, a cluster, which does not provide taskserv 'shifty'; "
+        "its versions from 2.0.0 do: ask for version '>=2.0.0'"
+    )
