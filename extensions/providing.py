@@ -8,25 +8,47 @@ when its index entry lists NAME under ``provides.<kind>`` (the type's plural: ``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
 from extensions.kinds import plural
 from extensions.resolver.model import Candidate
 from extensions.versions import SemVer
 
-__all__ = ["counted", "latest_version", "offers", "provides", "providing_since"]
+__all__ = [
+    "counted",
+    "counted_of",
+    "latest_of",
+    "latest_version",
+    "offers",
+    "provides",
+    "providing_since",
+]
+
+T = TypeVar("T")
+
+
+def counted_of(items: Iterable[T], *, version: Callable[[T], SemVer], yanked: Callable[[T], bool]) -> list[T]:
+    """The items the latest is chosen from, whatever they are (the registry's version rows, the
+    resolver's candidates): the non-yanked releases, else the non-yanked pre-releases."""
+    live = [item for item in items if not yanked(item)]
+    return [item for item in live if not version(item).is_prerelease] or live
+
+
+def latest_of(items: Iterable[T], *, version: Callable[[T], SemVer], yanked: Callable[[T], bool]) -> T | None:
+    """The newest of `counted_of` (None when every one is yanked, or there is none)."""
+    pool = counted_of(items, version=version, yanked=yanked)
+    return max(pool, key=version) if pool else None
 
 
 def counted(versions: Sequence[Candidate]) -> list[Candidate]:
-    """The versions the latest is chosen from: the non-yanked releases, else the non-yanked pre-releases."""
-    live = [v for v in versions if not v.yanked]
-    return [v for v in live if not v.version.is_prerelease] or live
+    """`counted_of` the candidates."""
+    return counted_of(versions, version=lambda c: c.version, yanked=lambda c: c.yanked)
 
 
 def latest_version(versions: Sequence[Candidate]) -> Candidate | None:
-    """The newest of `counted` (None when every version is yanked, or there is none)."""
-    pool = counted(versions)
-    return max(pool, key=lambda v: v.version) if pool else None
+    """`latest_of` the candidates."""
+    return latest_of(versions, version=lambda c: c.version, yanked=lambda c: c.yanked)
 
 
 def provides(candidate: Candidate, type: str, name: str) -> bool:

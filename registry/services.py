@@ -20,6 +20,7 @@ from extensions.archive import PackageInfo
 from extensions.kinds import KINDS, SINGULAR
 from extensions.manifest import Manifest
 from extensions.names import RESERVED_NAMES, confusable_key, confusable_keys
+from extensions.providing import latest_of
 from extensions.versions import SemVer
 from registry import downloadcounts, oci, publishers, storage
 from registry.delivery import PackageRef
@@ -454,11 +455,9 @@ def package_discard(*, sha256: str, key: str) -> bool:
 
 
 def _latest(versions: list[Version]) -> Version | None:
-    """The newest non-yanked release; else the newest non-yanked pre-release; else None."""
-    live = [v for v in versions if not v.yanked]
-    releases = [v for v in live if not v.prerelease]
-    pool = releases or live
-    return max(pool, key=lambda v: SemVer.parse(v.version)) if pool else None
+    """The newest non-yanked release; else the newest non-yanked pre-release; else None
+    (`extensions.providing.latest_of`, the client's rule too)."""
+    return latest_of(versions, version=lambda v: SemVer.parse(v.version), yanked=lambda v: v.yanked)
 
 
 def extension_refresh(extension: Extension) -> None:
