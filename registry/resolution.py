@@ -201,30 +201,26 @@ def install_plan(
     extension = _extension_for(kind, name)
     requirement = _version_requirement(extension, version)
     catalogue = DatabaseCatalogue()
-    resolution = resolve_requirements(
-        requirements=[requirement],
-        runtime_version=runtime_version,
-        include_prereleases=False,
-        locked=None,
-        cancelled=cancelled,
-        catalogue=catalogue,
-    )
+
+    def plan_for(root: str) -> Resolution:
+        return resolve_requirements(
+            requirements=[root],
+            runtime_version=runtime_version,
+            include_prereleases=False,
+            locked=None,
+            cancelled=cancelled,
+            catalogue=catalogue,
+        )
+
+    def fits(root: str) -> bool:
+        with contextlib.suppress(ResolutionError):
+            plan_for(root)
+            return True
+        return False
+
+    resolution = plan_for(requirement)
     chosen = resolution.resolved[extension]
     if not offers(chosen, kind, name):
-
-        def fits(asked: str) -> bool:
-            with contextlib.suppress(ResolutionError):
-                resolve_requirements(
-                    requirements=[asked],
-                    runtime_version=runtime_version,
-                    include_prereleases=False,
-                    locked=None,
-                    cancelled=cancelled,
-                    catalogue=catalogue,
-                )
-                return True
-            return False
-
         raise _not_provided(
             kind,
             name,
