@@ -43,11 +43,11 @@ from clients.progress import ProgressCallback, ProgressFactory
 from clients.registry_client import RegistryClient, RegistryErrorAnswer, RegistryUnavailable
 from clients.store import Store, kind_dir, verify_tree
 from extensions.archive import MANIFEST_JSON
-from extensions.errors import ExtensionError, ResolutionError
+from extensions.errors import ExtensionError, ResolutionError, ResolutionTooComplex
 from extensions.graph import DependencyCycleError, dependency_order
 from extensions.index import parse_index
 from extensions.manifest import Manifest, load_manifest
-from extensions.providing import latest_version, provides, providing_since
+from extensions.providing import latest_version, offers, provides, providing_since
 from extensions.resolver import Candidate, Resolution, describe_requirement, resolve
 from extensions.versions import Constraint, SemVer, parse_requirement
 
@@ -566,8 +566,7 @@ def install(
                     )
                 raise
             chosen = resolution.resolved[extension]
-            provided = provides(chosen, type, name)
-            if extension != name and not provided:
+            if not offers(chosen, type, name):
                 pins = previous.pins() if previous is not None else None
                 raise _not_provided(
                     client,
@@ -580,12 +579,6 @@ def install(
                     fits=lambda asked: _resolves(
                         [asked, *roots[1:]], client, runtime_version=runtime_version, locked=pins
                     ),
-                )
-            if chosen.type != type and not provided:
-                raise ClientError(
-                    f"{extension} is a {chosen.type}, not a {type}: "
-                    f"use `provisioning {cli_group(chosen.type)} create {extension}`",
-                    code="bad_request",
                 )
             entries = _entries(resolution, client)
             staged = _stage(store, client, entries, progress)
@@ -605,12 +598,18 @@ def install(
 
 def _resolves(
     roots: Sequence[str], client: RegistryClient, *, runtime_version: str | None, locked: Mapping[str, str] | None
-) -> bool:
-    """Whether ``roots`` resolve (a `ResolutionError` of any kind, too complex too, is a no)."""
-    with contextlib.suppress(ResolutionError):
+) -> bool | None:
+    """Whether ``roots`` resolve; None when that cannot be told (too complex, or an index document
+    that cannot be had: offline and not cached, the registry unreachable)."""
+    try:
         resolve(list(roots), client.catalogue(), runtime_version=runtime_version, locked=locked)
-        return True
-    return False
+    except ResolutionTooComplex:
+        return None
+    except ResolutionError:
+        return False
+    except ClientError:
+        return None
+    return True
 
 
 def _not_provided(
@@ -622,28 +621,40 @@ def _not_provided(
     version: str | None,
     previous: Lockfile | None,
     lock_path: Path,
-    fits: Callable[[str], bool],
+    fits: Callable[[str], bool | None],
 ) -> ClientError:
-    """``type NAME`` is provided by the latest version of ``chosen``'s extension (the lookup says
-    so), but not by ``chosen``: why it was chosen (the lockfile, ``--version``, or what fits the
-    runtime and the other extensions), and which versions provide NAME; ``--version '>=FIRST'`` is
-    suggested only when the install resolves with it (``fits``)."""
+    """``chosen`` does not offer ``type NAME`` (`offers`), though the lookup found its extension
+    for it: why it was chosen (the lockfile, ``--version``, or what fits the runtime and the other
+    extensions), and which versions offer NAME; ``--version '>=FIRST'`` is suggested only when the
+    install resolves with it (``fits``). An extension named NAME none of whose versions offers it is
+    of another type: the error names the command for that type."""
     document = client.index(chosen.name)
     candidates = parse_index(document, name=chosen.name)[1] if document is not None else []
     since = providing_since(candidates, type, name)
+    if since is None and chosen.name == name:
+        return ClientError(
+            f"{name} is a {chosen.type}, not a {type}: use `provisioning {cli_group(chosen.type)} create {name}`",
+            code="bad_request",
+        )
     what = f"{type} {name!r}"
+    other = f", a {chosen.type}," if chosen.type != type else ""
     here = "the runtime's version and the other extensions' constraints"
-    if previous is not None and previous.pins().get(chosen.name) == str(chosen.version):
-        why = f"{lock_path} keeps {chosen.name} at {chosen.version}, which does not provide {what}"
+    locked = previous is not None and previous.pins().get(chosen.name) == str(chosen.version)
+    if locked:
+        why = f"{lock_path} keeps {chosen.name} at {chosen.version}{other or ','} which does not provide {what}"
     elif version is not None:
-        why = f"{chosen.name} {chosen.version} (--version {version}) does not provide {what}"
+        why = f"{chosen.name} {chosen.version} (--version {version}){other} does not provide {what}"
     else:
         why = f"{chosen.version}, the newest version of {chosen.name} that fits here ({here}), does not provide {what}"
         here = ""
+    # Without --version or a lock, the newest version that fits was chosen: nothing newer fits.
+    fitting = fits(f"{chosen.name} >={since}") if since is not None and (locked or version is not None) else False
     if since is None:
         fix = f"no version of {chosen.name} that can be installed does"
-    elif fits(f"{chosen.name} >={since}"):
+    elif fitting:
         fix = f"its versions from {since} do: create it with --version '>={since}'"
+    elif fitting is None:
+        fix = f"its versions from {since} do: see `provisioning extension info {chosen.name}`"
     else:
         fix = (
             f"its versions from {since} do, but none of them fits here{f' ({here})' if here else ''}: "

@@ -42,7 +42,7 @@ from clients.registry_client import (
     file_sha256,
 )
 from extensions.archive import MANIFEST_JSON, safe_extract
-from extensions.errors import ArchiveError, ArchiveTooLargeError, ExtensionError
+from extensions.errors import ExtensionError
 from extensions.kinds import TYPES as EXTENSION_TYPES
 from extensions.kinds import plural
 from extensions.names import NAME_RE
@@ -277,13 +277,12 @@ class Store:
             _remove_tree(dest)
             try:
                 info = safe_extract(package, dest)
-            except ArchiveError as exc:
+            except ExtensionError:
+                # Bytes that cannot be unpacked here (unsafe, over the limits, not a package) are not
+                # kept: every use of them would fail alike.
                 _remove_tree(dest)
-                if not isinstance(exc, ArchiveTooLargeError):
-                    # Bytes that no one can unpack (unsafe, or not a package) are not kept: every use
-                    # of them would fail alike. A package over this client's size limits is kept.
-                    with contextlib.suppress(FileNotFoundError):
-                        package.unlink()
+                with self.lock(f"package-{sha256}"), contextlib.suppress(FileNotFoundError):
+                    package.unlink()
                 raise
             if info.name != name or SemVer.parse(info.version) != SemVer.parse(version):
                 _remove_tree(dest)  # the package is another extension's, intact: it stays

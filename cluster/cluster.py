@@ -684,7 +684,7 @@ class Cluster:
         """The build ids each worker is running right now (Celery's inspect)."""
         app = self.celery()
         try:
-            answer = app.control.inspect(timeout=1.0).active() or {}
+            answer = app.control.inspect(timeout=1.0, limit=self.workers).active() or {}
         finally:
             app.close()
         return {

@@ -8,16 +8,16 @@ once and a publish, yank or unyank in any process is seen by the next request in
 
 from __future__ import annotations
 
-import contextlib
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from django.conf import settings
 from django.urls import reverse
 
-from extensions.errors import ExtensionError, ResolutionError
+from extensions.errors import ExtensionError, ResolutionError, ResolutionTooComplex
 from extensions.index import parse_index
 from extensions.kinds import plural
 from extensions.providing import offers, providing_since
@@ -122,11 +122,12 @@ def resolve_requirements(
     locked: Mapping[str, str] | None,
     cancelled: Callable[[], bool] | None = None,
     catalogue: Catalogue | None = None,
+    timeout: float | None = None,
 ) -> Resolution:
     """Resolve against the registry's catalogue (``catalogue``: a `DatabaseCatalogue` by default;
-    the web catalog's graph wraps one to record what it read) within REGISTRY_RESOLVE_TIMEOUT
-    (ResolutionError, 422, when impossible; ResolutionTooComplex, 422 too_complex, past the bound
-    or once ``cancelled()`` says the client has gone)."""
+    the web catalog's graph wraps one to record what it read) within ``timeout`` seconds, by
+    default REGISTRY_RESOLVE_TIMEOUT (ResolutionError, 422, when impossible; ResolutionTooComplex,
+    422 too_complex, past the bound or once ``cancelled()`` says the client has gone)."""
     if len(requirements) > MAX_REQUIREMENTS:
         raise BadRequest(f"too many requirements: {len(requirements)}; at most {MAX_REQUIREMENTS} at once")
     return resolve(
@@ -135,7 +136,7 @@ def resolve_requirements(
         runtime_version=runtime_version,
         include_prereleases=include_prereleases,
         locked=locked,
-        timeout=settings.REGISTRY_RESOLVE_TIMEOUT,
+        timeout=settings.REGISTRY_RESOLVE_TIMEOUT if timeout is None else timeout,
         cancelled=cancelled,
     )
 
@@ -201,6 +202,8 @@ def install_plan(
     extension = _extension_for(kind, name)
     requirement = _version_requirement(extension, version)
     catalogue = DatabaseCatalogue()
+    # One budget for the plan and, on the error path, the check of the fix it suggests.
+    deadline = time.monotonic() + settings.REGISTRY_RESOLVE_TIMEOUT
 
     def plan_for(root: str) -> Resolution:
         return resolve_requirements(
@@ -210,13 +213,18 @@ def install_plan(
             locked=None,
             cancelled=cancelled,
             catalogue=catalogue,
+            timeout=max(0.0, deadline - time.monotonic()),
         )
 
-    def fits(root: str) -> bool:
-        with contextlib.suppress(ResolutionError):
+    def fits(root: str) -> bool | None:
+        """Whether the plan resolves with ``root``; None when that could not be decided in time."""
+        try:
             plan_for(root)
-            return True
-        return False
+        except ResolutionTooComplex:
+            return None
+        except ResolutionError:
+            return False
+        return True
 
     resolution = plan_for(requirement)
     chosen = resolution.resolved[extension]
@@ -264,12 +272,13 @@ def _not_provided(
     *,
     version: str | None,
     runtime_version: str | None,
-    fits: Callable[[str], bool],
+    fits: Callable[[str], bool | None],
 ) -> ResolutionError:
     """The lookup found ``chosen``'s extension for ``kind`` NAME (its latest version offers it), but
     ``chosen`` does not offer it: a 422 saying why it was chosen (``version``, or what fits the
     runtime and the dependencies) and which versions do (`providing_since`); ``version '>=FIRST'``
-    is suggested only when the plan resolves with it (``fits``)."""
+    is suggested only when the plan resolves with it (``fits``; not asked without ``version``: the
+    plan already chose the newest version that fits)."""
     since = providing_since(versions, kind, name)
     what = f"{kind} {name!r}"
     other = f", a {chosen.type}," if chosen.type != kind else ","
@@ -280,10 +289,13 @@ def _not_provided(
         why = f"{version!r} chooses {chosen.name} {chosen.version}{other} which does not provide {what}"
     else:
         why = f"{chosen.version}, the newest version of {chosen.name} that fits {here}, does not provide {what}"
+    fitting = fits(f"{chosen.name} >={since}") if since is not None and version is not None else False
     if since is None:
         fix = f"no version of {chosen.name} that can be installed does"
-    elif fits(f"{chosen.name} >={since}"):
+    elif fitting:
         fix = f"its versions from {since} do: ask for version '>={since}'"
+    elif fitting is None:
+        fix = f"its versions from {since} do"
     else:
         fix = f"its versions from {since} do, but none of them fits {here}"
     message = f"{why}; {fix}"

@@ -25,6 +25,7 @@ from tests.clients.client_tools import (
     run,
     start_cli,
 )
+from tests.factories import write_extension
 from tests.hostile_archives import symlink_member
 
 if TYPE_CHECKING:
@@ -356,6 +357,25 @@ def test_a_version_of_the_provider_that_does_not_provide_the_name_is_refused_nam
     fixed = create(capsys, live_registry.url, home, infra, "gateway", "--version", ">=1.1.0")
     assert fixed.code == 0, fixed.err
     assert Lockfile.load(infra / "extensions.lock").pins()["gateway-pack"] == "1.2.0"
+
+
+def test_a_version_of_another_type_is_refused_naming_the_versions_of_this_type(
+    capsys: Capsys, live_registry: LiveRegistry, tmp_path: Path
+) -> None:
+    """shifty was a cluster in 1.0.0 and is a taskserv from 2.0.0: `taskserv create shifty --version
+    1.0.0` points to 2.0.0 (as the registry's install plan does), not to `cluster create shifty`,
+    whose lookup finds a taskserv."""
+    for version, type in (("1.0.0", "cluster"), ("2.0.0", "taskserv")):
+        live_registry.manage("publish", "--user", "bob", str(write_extension(tmp_path, "shifty", version, type=type)))
+    home, infra = tmp_path / "home", tmp_path / "infra"
+    result = create(capsys, live_registry.url, home, infra, "shifty", "--version", "1.0.0")
+    assert result.code == 1
+    assert " ".join(result.err.split()) == (
+        "error: shifty 1.0.0 (--version 1.0.0), a cluster, does not provide taskserv 'shifty'; its versions from "
+        f"2.0.0 do: create it with --version '>=2.0.0'; nothing was installed into {infra}"
+    )
+    assert not infra.exists()
+    assert create(capsys, live_registry.url, home, infra, "shifty").code == 0
 
 
 def test_an_unknown_taskserv_is_refused_with_close_names(

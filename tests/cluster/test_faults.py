@@ -91,6 +91,13 @@ def _big_parts(tmp: Path) -> list[str]:
     return sorted(p.name for p in tmp.glob("upload-*.part") if p.stat().st_size > 1024 * 1024)
 
 
+def _running(cluster: Cluster, build_ids: list[str]) -> list[str]:
+    """Those of the builds still running now (inspect's answer is a moment old)."""
+    return [
+        b for b in build_ids if cluster.sql("SELECT status FROM builds_build WHERE id = %s", (b,))[0][0] == "running"
+    ]
+
+
 def inject(cluster: Cluster, token: str, faults: Faults) -> object:
     def during(started: float) -> None:
         def mark(name: str, start: float) -> None:
@@ -104,11 +111,7 @@ def inject(cluster: Cluster, token: str, faults: Faults) -> object:
             faults.builds_on_killed_worker = cluster.worker_active().get("worker1", [])
         cluster.worker_kill("worker1")
         # The builds it held that had not finished when it died (inspect's answer is a moment old).
-        faults.builds_on_killed_worker = [
-            build_id
-            for build_id in faults.builds_on_killed_worker
-            if cluster.sql("SELECT status FROM builds_build WHERE id = %s", (build_id,))[0][0] == "running"
-        ]
+        faults.builds_on_killed_worker = _running(cluster, faults.builds_on_killed_worker)
         mark("worker", begin)  # no request notices it: builds are asynchronous
         cluster.worker_start("worker1", wait=False)  # it comes back (and takes builds) when ready
 
@@ -122,12 +125,14 @@ def inject(cluster: Cluster, token: str, faults: Faults) -> object:
         # The broker stops while a worker holds a build: an unacknowledged message, which the worker
         # must let go of and reconnect (Celery 5.7.0's worker stopped there: requirements.txt).
         sleep_until(started, 30)
-        begin = time.monotonic() - started
         deadline = time.monotonic() + 6
-        while time.monotonic() < deadline and not any(faults.builds_when_redis_stopped.values()):
-            faults.builds_when_redis_stopped = cluster.worker_active()
+        active: dict[str, list[str]] = {}
+        while time.monotonic() < deadline and not any(active.values()):
+            active = cluster.worker_active()
+        begin = time.monotonic() - started
         cluster.redis_stop()
-        sleep_until(started, 36)
+        faults.builds_when_redis_stopped = {worker: _running(cluster, builds) for worker, builds in active.items()}
+        time.sleep(6)
         cluster.redis_start()
         mark("redis", begin)
 
