@@ -577,7 +577,11 @@ def install(
                     previous=previous,
                     lock_path=lock_path,
                     fits=lambda asked: _resolves(
-                        [asked, *roots[1:]], client, runtime_version=runtime_version, locked=pins
+                        [asked, *roots[1:]],
+                        client,
+                        runtime_version=runtime_version,
+                        locked=pins,
+                        offering=(extension, type, name),
                     ),
                 )
             entries = _entries(resolution, client)
@@ -597,19 +601,26 @@ def install(
 
 
 def _resolves(
-    roots: Sequence[str], client: RegistryClient, *, runtime_version: str | None, locked: Mapping[str, str] | None
+    roots: Sequence[str],
+    client: RegistryClient,
+    *,
+    runtime_version: str | None,
+    locked: Mapping[str, str] | None,
+    offering: tuple[str, str, str],
 ) -> bool | None:
-    """Whether ``roots`` resolve; None when that cannot be told (too complex, or an index document
+    """Whether ``roots`` resolve with a version of extension E that offers ``type NAME``
+    (``offering``: E, type, NAME); None when that cannot be told (too complex, or an index document
     that cannot be had: offline and not cached, the registry unreachable)."""
+    extension, type, name = offering
     try:
-        resolve(list(roots), client.catalogue(), runtime_version=runtime_version, locked=locked)
+        resolution = resolve(list(roots), client.catalogue(), runtime_version=runtime_version, locked=locked)
     except ResolutionTooComplex:
         return None
     except ResolutionError:
         return False
     except ClientError:
         return None
-    return True
+    return offers(resolution.resolved[extension], type, name)
 
 
 def _not_provided(
@@ -647,8 +658,9 @@ def _not_provided(
     else:
         why = f"{chosen.version}, the newest version of {chosen.name} that fits here ({here}), does not provide {what}"
         here = ""
-    # Without --version or a lock, the newest version that fits was chosen: nothing newer fits.
-    fitting = fits(f"{chosen.name} >={since}") if since is not None and (locked or version is not None) else False
+    # With no --version and no lockfile, the one root's newest version that fits was chosen.
+    asked = since is not None and (previous is not None or version is not None)
+    fitting = fits(f"{chosen.name} >={since}") if asked else False
     if since is None:
         fix = f"no version of {chosen.name} that can be installed does"
     elif fitting:

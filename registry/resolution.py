@@ -32,6 +32,8 @@ _lock = threading.Lock()
 _parsed: dict[str, tuple[str, tuple[Candidate, ...]]] = {}  # name -> (etag, candidates newest first)
 
 MAX_REQUIREMENTS = 200
+#: An install plan's check of the fix it suggests runs only with at least this much of its budget left.
+MIN_CHECK_SECONDS = 0.05
 
 
 class DatabaseCatalogue:
@@ -217,7 +219,10 @@ def install_plan(
         )
 
     def fits(root: str) -> bool | None:
-        """Whether the plan resolves with ``root``; None when that could not be decided in time."""
+        """Whether the plan resolves with ``root``; None when that could not be decided in time (the
+        plan took the budget: the resolver counts work, and reads from the database besides)."""
+        if deadline - time.monotonic() < MIN_CHECK_SECONDS:
+            return None
         try:
             plan_for(root)
         except ResolutionTooComplex:

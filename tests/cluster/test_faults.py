@@ -107,8 +107,11 @@ def inject(cluster: Cluster, token: str, faults: Faults) -> object:
         sleep_until(started, 3)
         begin = time.monotonic() - started
         deadline = time.monotonic() + 8
-        while time.monotonic() < deadline and not faults.builds_on_killed_worker:
+        while time.monotonic() < deadline:
             faults.builds_on_killed_worker = cluster.worker_active().get("worker1", [])
+            if faults.builds_on_killed_worker:
+                break
+            time.sleep(0.2)
         cluster.worker_kill("worker1")
         # The builds it held that had not finished when it died (inspect's answer is a moment old).
         faults.builds_on_killed_worker = _running(cluster, faults.builds_on_killed_worker)
@@ -126,12 +129,15 @@ def inject(cluster: Cluster, token: str, faults: Faults) -> object:
         # must let go of and reconnect (Celery 5.7.0's worker stopped there: requirements.txt).
         sleep_until(started, 30)
         deadline = time.monotonic() + 6
-        active: dict[str, list[str]] = {}
-        while time.monotonic() < deadline and not any(active.values()):
-            active = cluster.worker_active()
+        running: dict[str, list[str]] = {}
+        while time.monotonic() < deadline:
+            running = {worker: _running(cluster, builds) for worker, builds in cluster.worker_active().items()}
+            if any(running.values()):
+                break
+            time.sleep(0.2)
         begin = time.monotonic() - started
         cluster.redis_stop()
-        faults.builds_when_redis_stopped = {worker: _running(cluster, builds) for worker, builds in active.items()}
+        faults.builds_when_redis_stopped = {worker: _running(cluster, builds) for worker, builds in running.items()}
         time.sleep(6)
         cluster.redis_start()
         mark("redis", begin)

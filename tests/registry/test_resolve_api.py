@@ -15,7 +15,7 @@ from django.test import Client
 
 from extensions.index import IndexCatalogue
 from extensions.resolver import resolve
-from registry import services
+from registry import resolution, services
 from registry.tokens import Actor
 
 if TYPE_CHECKING:
@@ -391,6 +391,23 @@ def test_the_install_plan_refuses_a_version_that_does_not_provide_the_name(
     )
     # The extension by its own name is what it is, at any version.
     assert plan("gateway-pack", version="1.0.0").json()["data"]["version"] == "1.0.0"
+
+
+def test_the_install_plan_suggests_nothing_when_its_budget_is_spent(
+    client: Client, publisher: Publisher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check of the suggested fix shares the plan's budget: with none left it is not run (a
+    resolution given no time is refused by the resolver), and the answer names the versions only."""
+    monkeypatch.setattr(resolution, "MIN_CHECK_SECONDS", 1e9)
+    publisher("gateway-pack", "1.0.0", provides={"taskservs": ["gateway-pack"]})
+    publisher("gateway-pack", "1.1.0", provides={"taskservs": ["gateway-pack", "gateway"]})
+    body = json.dumps({"name": "gateway", "version": "1.0.0"})
+    answer = client.post("/api/v1/extensions/taskservs/install", data=body, content_type="application/json")
+    assert answer.status_code == 422, answer.content
+    assert answer.json()["error"]["message"] == (
+        "version: '1.0.0' chooses gateway-pack 1.0.0, which does not provide taskserv 'gateway'; "
+        "its versions from 1.1.0 do"
+    )
 
 
 def test_the_install_plan_refuses_a_version_of_another_type(client: Client, publisher: Publisher) -> None:
