@@ -1,9 +1,9 @@
 """Which version of an extension counts as its latest, and which of its versions provide a name.
 
-One definition for the registry (its install plan) and the client (its lookup and
+One definition for the registry (its catalogue and install plan) and the client (its lookup and
 ``taskserv|cluster|providers create``): the latest version is the newest non-yanked release, else
-the newest non-yanked pre-release, as the registry's catalogue counts it; a version provides a type NAME
-when its index entry lists NAME under ``provides.<kind>`` (the type's plural: ``taskservs``).
+the newest non-yanked pre-release; a version provides a type NAME when its index entry lists NAME
+under ``provides.<kind>`` (the type's plural: ``taskservs``).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ def nul_escaped(value: Any) -> Any:
 
 def nul_paths(value: Any, path: str) -> Iterator[str]:
     """Where NUL is in value's text, names included, as the manifest's messages write key paths
-    from ``path`` (`extensions.manifest.key_path`: a name holding NUL is quoted, NUL escaped)."""
+    from ``path`` (`extensions.keypaths.key_path`: a name holding NUL is quoted, NUL escaped)."""
     if isinstance(value, str):
         if "\x00" in value:
             yield path
