@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from http import HTTPStatus
@@ -40,7 +39,7 @@ from extensions.names import NAME_RE
 from extensions.oci import REPOSITORY_PREFIX
 from extensions.versions import SemVer
 from registry import delivery, services, storage
-from registry.errors import UNAVAILABLE_RETRY_AFTER, DatabaseUnavailable, is_database_timeout
+from registry.errors import UNAVAILABLE_RETRY_AFTER, DatabaseUnavailable, StorageUnavailable, is_database_timeout
 from registry.exception_handler import error_body
 from registry.httpheaders import etag_matches, is_api_path, is_oci_path, middleware_headers
 from registry.indexdocs import document_body
@@ -202,13 +201,12 @@ class _RefCache:
 
 
 def _open_package(ref: delivery.PackageRef) -> IO[bytes] | None:
-    """The package's file, or None when the file there is not the stored package (the view
-    decides what to answer)."""
-    handle = open(storage.file_path(ref.storage_key), "rb")  # noqa: SIM115 - the server closes it
-    if os.fstat(handle.fileno()).st_size != ref.size:
-        handle.close()
+    """The package's file, or None when storage cannot send it as stored (the view answers the 503
+    that says so)."""
+    try:
+        return storage.open_sized(ref.storage_key, ref.size)
+    except StorageUnavailable:
         return None
-    return handle
 
 
 def _send(environ: dict[str, Any], handle: IO[bytes]) -> Iterable[bytes]:

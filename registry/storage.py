@@ -56,12 +56,17 @@ def _storage() -> Storage:
     return storages["packages"]
 
 
-def _call(what: str, func: Any, *args: Any) -> Any:
+#: What a read of a stored object that failed says (the default message is a publish's).
+UNREADABLE = "package storage could not be read; try again later"
+DAMAGED = "package storage holds a damaged copy of this file, which was not sent; try again later"
+
+
+def _call(what: str, func: Any, *args: Any, message: str = "") -> Any:
     try:
         return func(*args)
     except _ERRORS as exc:
         log.warning("storage %s failed: %s", what, exc.__class__.__name__)
-        raise StorageUnavailable() from exc
+        raise StorageUnavailable(message) from exc
 
 
 def probe() -> None:
@@ -127,7 +132,23 @@ def delete(key: str) -> None:
 
 
 def open_file(key: str) -> IO[bytes]:
-    return cast(IO[bytes], _call("open", _storage().open, key, "rb"))
+    return cast(IO[bytes], _call("open", _storage().open, key, "rb", message=UNREADABLE))
+
+
+def open_sized(key: str, size_bytes: int) -> IO[bytes]:
+    """A stored object's file (files storage), to be sent as it is (``wsgi.file_wrapper``) with
+    ``Content-Length: size_bytes``: an object of any other size there (cut short or replaced on the
+    disk) is `StorageUnavailable`, never an answer whose body is not its length."""
+    handle = cast(IO[bytes], _call("open", open, file_path(key), "rb", message=UNREADABLE))
+    found = os.fstat(handle.fileno()).st_size
+    if found != size_bytes:
+        handle.close()
+        log.error(
+            "stored object %s is %d bytes, not the %d recorded: not sent (python manage.py check_integrity)",
+            key, found, size_bytes,
+        )  # fmt: skip
+        raise StorageUnavailable(DAMAGED)
+    return handle
 
 
 def file_path(key: str) -> str:

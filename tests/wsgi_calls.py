@@ -32,12 +32,26 @@ class FileWrapper:
             close()
 
 
+class Behind:
+    """The application behind a fast path (``FastPath(Behind(django_app))``): counts the requests
+    the fast path passed on to it, so that a test knows which of the two answered."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.calls = 0
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        self.calls += 1
+        return self.app(environ, start_response)
+
+
 class Reply:
     def __init__(self, status: int, headers: list[tuple[str, str]], body: bytes, sent_as_file: bool) -> None:
         self.status, self.body, self.sent_as_file = status, body, sent_as_file
         self.header_list = headers
         self.headers = dict(headers)
         self.counted = 0  # downloads counted while answering
+        self.passed_on: bool | None = None  # a fast path's: whether the view behind it answered
 
 
 def call(app: Any, path: str, method: str = "GET", **headers: str) -> Reply:
@@ -69,14 +83,20 @@ def call(app: Any, path: str, method: str = "GET", **headers: str) -> Reply:
 
 
 def both(apps: tuple[Any, Any], path: str, method: str = "GET", **headers: str) -> tuple[Reply, Reply]:
-    """The view's answer and the fast path's, with how many downloads each counted."""
+    """The view's answer and the fast path's, with how many downloads each counted (and, for a fast
+    path in front of `Behind`, whether it passed the request on)."""
     view_app, fast_app = apps
+    behind = getattr(fast_app, "app", None)
+    calls = behind.calls if isinstance(behind, Behind) else None
     replies = []
     for app in (view_app, fast_app):
         before = downloadcounts.pending_local()
         reply = call(app, path, method, **headers)
         reply.counted = downloadcounts.pending_local() - before
         replies.append(reply)
+    if calls is not None:
+        assert isinstance(behind, Behind)
+        replies[1].passed_on = behind.calls > calls
     return replies[0], replies[1]
 
 

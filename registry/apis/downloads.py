@@ -60,7 +60,7 @@ class DownloadApi(ApiView):
         reply = delivery.answer(ref, head=not body, if_none_match=request.META.get("HTTP_IF_NONE_MATCH", ""))
         response: HttpResponseBase
         if reply.send_file:
-            response = FileResponse(storage.open_file(ref.storage_key))
+            response = FileResponse(storage.open_sized(ref.storage_key, ref.size))
         else:
             response = HttpResponse(status=reply.status)
             del response["Content-Type"]  # a 302 or 304 describes no content of its own

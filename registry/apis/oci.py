@@ -291,7 +291,7 @@ def blobs(request: HttpRequest, repository: str, digest: str) -> HttpResponseBas
             headers["Cache-Control"] = "private, no-store"  # the presigned URL expires
         else:
             assert blob.storage_key is not None
-            handle = storage.open_file(blob.storage_key)
+            handle = storage.open_sized(blob.storage_key, blob.size)
             if wanted is None:
                 response = FileResponse(handle, content_type=BLOB_MEDIA_TYPE)
             else:

@@ -5,6 +5,7 @@ writes to the database: the fast path reads at most one row (none once name@vers
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -16,7 +17,7 @@ from registry import downloadcounts, services, storage
 from registry.fastpath import DownloadFastPath
 from registry.models import DailyDownloads, Version
 from registry.tokens import Actor
-from tests.wsgi_calls import assert_same, both, call
+from tests.wsgi_calls import Behind, assert_same, both, call
 
 if TYPE_CHECKING:
     from tests.factories import Publisher
@@ -31,7 +32,7 @@ WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
 def apps() -> tuple[Any, DownloadFastPath]:
     """(Django's WSGI application, the fast path in front of it)."""
     django_app = get_wsgi_application()
-    return django_app, DownloadFastPath(django_app)
+    return django_app, DownloadFastPath(Behind(django_app))
 
 
 @pytest.fixture
@@ -77,6 +78,7 @@ def test_the_fast_path_answers_every_case_as_the_view_does(
     assert view.status == status
     assert view.counted == counted
     assert_same(view, fast)
+    assert fast.passed_on is (status >= 400)  # the fast path answers every download it can serve
     if status == 200 and method == "GET":
         assert fast.sent_as_file  # gunicorn's sendfile
         assert hashlib.sha256(fast.body).hexdigest() == fast.headers["X-Checksum-Sha256"]
@@ -112,6 +114,32 @@ def test_a_package_missing_from_storage_is_the_views_503(
     view, fast = both(apps, URL.format(name="etcd", version="3.5.9"))
     assert view.status == 503
     assert_same(view, fast)
+    assert fast.passed_on
+    assert json.loads(view.body)["error"]["message"] == "package storage could not be read; try again later"
+
+
+@pytest.mark.parametrize("damage", [-1, +1], ids=["cut-short", "grown"])
+def test_a_package_file_of_another_size_is_never_sent_as_the_package(
+    apps: tuple[Any, DownloadFastPath], etcd: dict[str, Any], damage: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A file damaged on the disk after publishing is a 503 that says so, not a body that is not its
+    Content-Length (a client's read would stop short, or take another answer's bytes for this one's)."""
+    row = Version.objects.get(extension__name="etcd", version="3.5.9")
+    path = storage.file_path(row.storage_key)
+    with open(path, "r+b") as handle:
+        handle.truncate(row.size + damage)
+    view, fast = both(apps, URL.format(name="etcd", version="3.5.9"))
+    assert view.status == 503
+    assert_same(view, fast)
+    assert json.loads(view.body)["error"] == {
+        "code": "storage_unavailable",
+        "message": "package storage holds a damaged copy of this file, which was not sent; try again later",
+        "details": [],
+    }
+    assert view.headers["Retry-After"]
+    assert f"stored object {row.storage_key} is {row.size + damage} bytes, not the {row.size} recorded" in caplog.text
+    head_view, head_fast = both(apps, URL.format(name="etcd", version="3.5.9"), "HEAD")
+    assert (head_view.status, head_fast.status) == (200, 200)  # the headers are the row's; no file is opened
 
 
 def test_with_x_accel_redirect_nginx_is_told_where_the_file_is(
@@ -120,6 +148,7 @@ def test_with_x_accel_redirect_nginx_is_told_where_the_file_is(
     settings.REGISTRY_ACCEL_REDIRECT = "/_packages/"
     view, fast = both(apps, URL.format(name="etcd", version="3.5.9"))
     assert_same(view, fast)
+    assert not fast.passed_on
     row = Version.objects.get(extension__name="etcd", version="3.5.9")
     assert (fast.status, fast.body, fast.counted) == (200, b"", 1)
     assert fast.headers["X-Accel-Redirect"] == f"/_packages/{row.storage_key}"
@@ -145,6 +174,7 @@ def test_with_s3_both_answer_the_same_presigned_redirect(
         view, fast = both(apps, url, method, **headers)
         assert (view.status, view.counted) == (status, counted)
         assert_same(view, fast)
+        assert not fast.passed_on
     view, fast = both(apps, url)
     assert fast.headers["Cache-Control"] == "private, no-store"
     with urllib.request.urlopen(fast.headers["Location"], timeout=10) as fetched:

@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from registry import storage
 from registry.fastpath import BlobFastPath
 from registry.models import Version
-from tests.wsgi_calls import assert_same, both, call
+from tests.wsgi_calls import Behind, assert_same, both, call
 
 if TYPE_CHECKING:
     from tests.factories import Publisher
@@ -29,7 +29,7 @@ MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
 @pytest.fixture
 def apps() -> tuple[Any, BlobFastPath]:
     django_app = get_wsgi_application()
-    return django_app, BlobFastPath(django_app)
+    return django_app, BlobFastPath(Behind(django_app))
 
 
 @pytest.fixture
@@ -52,6 +52,7 @@ def test_a_layer_pull_is_the_views_answer_sent_as_a_file_and_counted(
     assert view.status == 200
     assert view.counted == 1
     assert_same(view, fast)
+    assert not fast.passed_on
     assert fast.sent_as_file  # gunicorn's sendfile
     assert "sha256:" + hashlib.sha256(fast.body).hexdigest() == fast.headers["Docker-Content-Digest"]
     assert fast.headers["Content-Length"] == str(len(fast.body))
@@ -82,6 +83,7 @@ def test_everything_else_is_the_views_answer(
     view, fast = both(apps, BLOB.format(name="etcd", digest=digest), method, **headers)
     assert view.status == status
     assert_same(view, fast)
+    assert fast.passed_on
 
 
 @pytest.mark.parametrize(
@@ -109,6 +111,20 @@ def test_a_layer_missing_from_storage_is_the_views_answer(
     view, fast = both(apps, BLOB.format(name="etcd", digest=digests["layer"]))
     assert view.status >= 400
     assert_same(view, fast)
+    assert fast.passed_on
+
+
+@pytest.mark.parametrize("headers", [{}, {"HTTP_RANGE": "bytes=5-"}], ids=["whole", "range"])
+def test_a_layer_file_of_another_size_is_never_sent_as_the_layer(
+    apps: tuple[Any, BlobFastPath], digests: dict[str, str], headers: dict[str, str]
+) -> None:
+    row = Version.objects.get(extension__name="etcd", version="3.5.9")
+    with open(storage.file_path(row.storage_key), "r+b") as handle:
+        handle.truncate(row.size - 1)
+    view, fast = both(apps, BLOB.format(name="etcd", digest=digests["layer"]), **headers)
+    assert view.status == 503
+    assert_same(view, fast)
+    assert view.headers["Retry-After"]
 
 
 def test_a_pull_reads_at_most_one_row_and_none_once_cached(
