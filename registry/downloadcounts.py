@@ -12,10 +12,11 @@ Redis hash too; with a broker, Celery beat's ``registry.flush_downloads`` drains
 
 What a crash costs: counts buffered in a process that is killed (SIGKILL, power loss) are lost,
 at most one flush interval of that process's downloads; a graceful stop (SIGTERM) flushes at exit.
-A Redis batch is taken atomically (RENAME), so two flushers never write the same counts; a batch
-whose database write fails is put back; a flusher killed between taking a batch and committing it
-loses that batch (one interval). Counts are never written twice and never decrease. While Redis
-is unreachable, downloads are counted in the process buffer instead (and written from there).
+A Redis batch is taken atomically (read and removed in one MULTI/EXEC transaction), so two
+flushers never write the same counts; a batch whose database write fails is put back; a flusher
+killed between taking a batch and committing it loses that batch (one interval). Counts are
+never written twice and never decrease. While Redis is unreachable, downloads are counted in the
+process buffer instead (and written from there).
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import logging
 import os
 import threading
 import time
-import uuid
 from collections import Counter
 from datetime import date
 from typing import Any
@@ -39,7 +39,6 @@ from registry.selectors import catalog_changed
 log = logging.getLogger(__name__)
 
 PENDING_KEY = "registry:downloads:pending"
-_FLUSHING_PREFIX = "registry:downloads:flushing:"
 _REDIS_RETRY_SECONDS = 5.0  # after a Redis failure, count locally for this long before trying again
 _CHUNK = 500
 
@@ -131,15 +130,12 @@ def drain_shared() -> int:
     client = _client()
     if client is None:
         return 0
-    import redis
-
-    taken = _FLUSHING_PREFIX + uuid.uuid4().hex
-    try:
-        client.rename(PENDING_KEY, taken)
-    except redis.ResponseError:
-        return 0  # no such key: nothing was counted since the last flush
-    raw = client.hgetall(taken)
-    client.delete(taken)
+    # Read and removed in one MULTI/EXEC transaction: no count lands between the two, no other
+    # flusher takes the same counts, and a connection lost midway leaves the hash as it was.
+    pipe = client.pipeline(transaction=True)
+    pipe.hgetall(PENDING_KEY)
+    pipe.delete(PENDING_KEY)
+    raw, _ = pipe.execute()
     batch: Counter[Key] = Counter()
     for field, value in raw.items():
         version, _, day = field.decode().partition(":")

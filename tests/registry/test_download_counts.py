@@ -173,6 +173,45 @@ def test_with_redis_a_failed_write_puts_the_batch_back(two: None, shared: Any, m
 
 
 @pytest.mark.redis
+def test_with_redis_counts_taken_while_downloads_go_on_are_each_written_once(
+    shared: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Drains race four threads counting 2,000 downloads: every count is in exactly one batch (a
+    count that lands between a batch's read and its removal would be lost), and the hash is gone."""
+    import threading
+    from collections import Counter
+
+    written: Counter[tuple[int, str]] = Counter()
+
+    def write(batch: Counter[tuple[int, str]]) -> int:
+        written.update(batch)
+        return sum(batch.values())
+
+    monkeypatch.setattr(downloadcounts, "write", write)
+
+    def count(version_id: int) -> None:
+        for _ in range(500):
+            downloadcounts.record(version_id)
+
+    threads = [threading.Thread(target=count, args=(version_id,)) for version_id in (1, 2, 3, 4)]
+    for thread in threads:
+        thread.start()
+    drained = 0
+    while any(thread.is_alive() for thread in threads):
+        drained += downloadcounts.drain_shared()
+    for thread in threads:
+        thread.join()
+    drained += downloadcounts.drain_shared()
+    assert drained == 2000
+    per_version: Counter[int] = Counter()
+    for (version_id, _), n in written.items():  # one day each, or two across midnight (UTC)
+        per_version[version_id] += n
+    assert per_version == {1: 500, 2: 500, 3: 500, 4: 500}
+    assert shared.exists(downloadcounts.PENDING_KEY) == 0
+    assert shared.keys("registry:downloads:*") == []
+
+
+@pytest.mark.redis
 def test_while_redis_is_down_downloads_still_work_and_are_counted_here(
     client: Client, two: None, settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
