@@ -1,13 +1,16 @@
 """The registry's background work in each web process: one daemon thread, started by the
 process's first request (`start_once`, called by registry.wsgi before the fast paths, which
-Django's request signals never see), when REGISTRY_HOUSEKEEPING is on. Every
-REGISTRY_DOWNLOADS_FLUSH_SECONDS it
+Django's request signals never see). Every REGISTRY_DOWNLOADS_FLUSH_SECONDS it
 
 - writes the download counts this process buffered (registry.downloadcounts), and, at exit, the
   last ones (a graceful stop loses none);
 - in embedded mode (no broker, so no Celery beat): drains the shared Redis counts if there are
-  any, and repairs the static index files of extensions changed lately (all of them on its first
-  pass, so a process that died between a commit and its file write is repaired by the next).
+  any, and, when REGISTRY_HOUSEKEEPING is on, repairs the static index files of extensions changed
+  lately (all of them on its first pass, so a process that died between a commit and its file
+  write is repaired by the next).
+
+The counts are written whatever REGISTRY_HOUSEKEEPING says: they are the downloads' only way into
+the database, not housekeeping (with it off, they would be lost).
 
 Every pass is wrapped so that a failure is logged, never raised. (builds.housekeeping is the
 builds' own thread: stale builds and temporary files.)"""
@@ -41,7 +44,7 @@ _lock = threading.Lock()
 def start_once() -> None:
     """Start this process's background thread, once (cheap to call on every request)."""
     global _started_in
-    if _started_in == os.getpid() or not settings.REGISTRY_HOUSEKEEPING:
+    if _started_in == os.getpid():
         return
     with _lock:
         if _started_in == os.getpid():
@@ -61,7 +64,7 @@ def _flush_at_exit() -> None:
         log.warning("download counts: the last ones could not be written", exc_info=True)
 
 
-def run_pass(*, first: bool) -> None:
+def run_pass(*, first: bool, housekeeping: bool = True) -> None:
     """One pass of the background work (see the module's docstring). The first pass runs as the
     process answers its first request, so it leaves that request's count to the next (a count
     written at once would race the request's own)."""
@@ -69,7 +72,8 @@ def run_pass(*, first: bool) -> None:
         downloadcounts.flush_local()
     if settings.CELERY_TASK_ALWAYS_EAGER:
         downloadcounts.drain_shared()
-        static_index_repair(updated_since=None if first else timezone.now() - REPAIR_WINDOW)
+        if housekeeping:
+            static_index_repair(updated_since=None if first else timezone.now() - REPAIR_WINDOW)
 
 
 def _loop() -> None:
@@ -78,7 +82,7 @@ def _loop() -> None:
     while True:
         try:
             close_old_connections()
-            run_pass(first=first)
+            run_pass(first=first, housekeeping=settings.REGISTRY_HOUSEKEEPING)
             first = False
         except Exception:
             log.warning("registry background work failed; trying again", exc_info=True)

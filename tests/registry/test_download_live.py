@@ -23,8 +23,14 @@ def downloads(registry: LiveRegistry) -> int:
     return int(response.json()["data"]["downloads"])
 
 
-def test_counts_are_flushed_and_a_graceful_stop_loses_none(tmp_path: Path) -> None:
-    registry = LiveRegistry(tmp_path / "registry", env={"REGISTRY_DOWNLOADS_FLUSH_SECONDS": "3600"})
+# Counts are written with REGISTRY_HOUSEKEEPING off too: they are not housekeeping.
+HOUSEKEEPING = pytest.mark.parametrize("housekeeping", ["1", "0"], ids=["housekeeping", "no-housekeeping"])
+
+
+@HOUSEKEEPING
+def test_counts_are_flushed_and_a_graceful_stop_loses_none(tmp_path: Path, housekeeping: str) -> None:
+    env = {"REGISTRY_DOWNLOADS_FLUSH_SECONDS": "3600", "REGISTRY_HOUSEKEEPING": housekeeping}
+    registry = LiveRegistry(tmp_path / "registry", env=env)
     registry.start(workers=2, threads=2)
     try:
         registry.manage("publish", str(BASE_DIR / "extensions" / "taskservs" / "redis"))
@@ -39,8 +45,10 @@ def test_counts_are_flushed_and_a_graceful_stop_loses_none(tmp_path: Path) -> No
         registry.stop()
 
 
-def test_counts_are_written_every_flush_interval(tmp_path: Path) -> None:
-    registry = LiveRegistry(tmp_path / "registry", env={"REGISTRY_DOWNLOADS_FLUSH_SECONDS": "1"})
+@HOUSEKEEPING
+def test_counts_are_written_every_flush_interval(tmp_path: Path, housekeeping: str) -> None:
+    env = {"REGISTRY_DOWNLOADS_FLUSH_SECONDS": "1", "REGISTRY_HOUSEKEEPING": housekeeping}
+    registry = LiveRegistry(tmp_path / "registry", env=env)
     registry.start(workers=2, threads=2)
     try:
         registry.manage("publish", str(BASE_DIR / "extensions" / "taskservs" / "redis"))
