@@ -30,6 +30,7 @@ from tests.services import BASE_DIR, HOST, free_port
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("live")]
 
 DOWNLOAD = "/api/v1/extensions/redis/versions/7.2.4/download"
+IMMUTABLE = "public, max-age=31536000, immutable"
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +54,12 @@ def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveReg
     finally:
         nginx.stop()
         registry.stop()
+
+
+def by_registry(response: httpx.Response) -> bool:
+    """Whether the registry answered (through nginx, which puts its own Server header on every
+    answer): Django's security middleware sets Referrer-Policy on every answer of the registry's."""
+    return "Referrer-Policy" in response.headers
 
 
 def version_info(registry: LiveRegistry) -> dict[str, Any]:
@@ -100,13 +107,44 @@ def test_nginx_serves_the_static_index_with_the_apis_bytes(deployed: tuple[LiveR
     assert static.content == api.content
     assert static.headers["Content-Type"] == "application/json"
     assert static.headers["Cache-Control"] == "public, max-age=0, must-revalidate"
-    assert "gunicorn" not in static.headers.get("Server", "")  # nginx answered, not Python
+    assert not by_registry(static)  # nginx answered, not Python
     again = httpx.get(f"{url}/api/v1/index/redis", headers={"If-None-Match": static.headers["ETag"]}, timeout=10)
     assert again.status_code == 304
     unknown = httpx.get(f"{url}/api/v1/index/nothing-here", timeout=10)
     assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "not_found"
     post = httpx.post(f"{url}/api/v1/index/redis", timeout=10)
     assert post.status_code == 405 and post.json()["error"]["code"] == "method_not_allowed"
+
+
+def test_nginx_serves_the_signed_metadata_and_index_targets_with_the_registrys_bytes(
+    deployed: tuple[LiveRegistry, str],
+) -> None:
+    registry, url = deployed
+    stored = registry.data_dir / "packages" / "tuf"
+    metadata = sorted(p for p in (stored / "metadata").iterdir() if p.name != "timestamp.json")
+    targets = sorted(p for p in (stored / "targets").rglob("*") if p.is_file())
+    assert metadata and targets  # `trust init` and the publish wrote them
+    for path in [*metadata, *targets]:
+        served = "/" + path.relative_to(stored.parent).as_posix()
+        static, direct = (httpx.get(base + served, timeout=10) for base in (url, registry.url))
+        assert static.status_code == 200, served
+        assert static.content == direct.content == path.read_bytes()
+        assert static.headers["Cache-Control"] == direct.headers["Cache-Control"] == IMMUTABLE
+        assert static.headers["Content-Type"] == direct.headers["Content-Type"], served
+        assert not by_registry(static)  # nginx answered, not Python
+    # timestamp.json is the registry's (it re-signs it when due); unknown names get its 404.
+    timestamp = httpx.get(f"{url}/tuf/metadata/timestamp.json", timeout=10)
+    assert timestamp.status_code == 200
+    assert timestamp.headers["Cache-Control"] == "public, max-age=0, must-revalidate"
+    assert by_registry(timestamp)
+    assert timestamp.content == httpx.get(f"{registry.url}/tuf/metadata/timestamp.json", timeout=10).content
+    package = "/tuf/targets/packages/redis/" + version_info(registry)["sha256"] + ".redis-7.2.4.tar.gz"
+    through_nginx, asked_directly = (httpx.get(base + package, timeout=10) for base in (url, registry.url))
+    assert (through_nginx.status_code, through_nginx.content) == (200, asked_directly.content)
+    assert by_registry(through_nginx)  # the registry checks that the signed index lists it
+    for unknown in ("/tuf/metadata/99.root.json", "/tuf/targets/index/" + "0" * 64 + ".nothing.json"):
+        missing = httpx.get(url + unknown, timeout=10)
+        assert (missing.status_code, by_registry(missing)) == (404, True), unknown
 
 
 def test_downloads_through_nginx_are_counted(deployed: tuple[LiveRegistry, str]) -> None:
