@@ -350,20 +350,24 @@ def run(ctx: Context) -> list[Row]:
             (f"50 KB downloads: ours ({label}) / pypiserver req/s", small_ratio, ">= 1.5", 1.5),
             (f"50 KB downloads: ours ({label}) p99, ms", p99[("small", server)], "< 20", None),
             (f"5 MB downloads: ours ({label}) / nginx MB/s", ratio("big", server, "nginx"), ">= 0.80", 0.80),
-            (f"index: ours ({label}) req/s", rate[("index", server)], ">= 10,000", 10_000.0),
-            (
-                f"index: ours ({label}) / 5,476 req/s (issue 10, not this run)",
-                rate[("index", server)] / TODAY_INDEX_REQS,
-                ">= 2",
-                2.0,
-            ),
-            (
-                f"index: ours ({label}) / nginx static req/s (issue 10: 10,000 / 54,636)",
-                ratio("index", server, "nginx"),
-                f">= {INDEX_SHARE_OF_NGINX:.2f}",
-                INDEX_SHARE_OF_NGINX,
-            ),
         ]
+    # The index targets are the read nodes' (granian, docs/deploy.md); "today's" is the index fast
+    # path as issue 10 measured it, under gunicorn: the gunicorn column of this run.
+    checks += [
+        ("index: ours (granian) req/s", rate[("index", "granian")], ">= 10,000", 10_000.0),
+        (
+            "index: ours (granian) / ours (gunicorn, issue 10's today) req/s",
+            ratio("index", "granian", "ours"),
+            ">= 2",
+            2.0,
+        ),
+        (
+            "index: ours (granian) / nginx static req/s (issue 10: 10,000 / 54,636)",
+            ratio("index", "granian", "nginx"),
+            f">= {INDEX_SHARE_OF_NGINX:.2f}",
+            INDEX_SHARE_OF_NGINX,
+        ),
+    ]
     accel = statistics.median(accel_ratios)
     checks += [
         ("5 MB downloads: ours + nginx X-Accel / nginx MB/s (median of the pairs)", accel, ">= 0.95", 0.95),
@@ -409,6 +413,11 @@ def run(ctx: Context) -> list[Row]:
         "",
         "No database write per download (the download path only counts in memory or Redis; "
         "`tests/registry/test_download_paths.py` counts the queries).",
+        "",
+        "The index targets are the read nodes' (docs/deploy.md runs them under granian). Under gunicorn "
+        f"the same fast path answered {rate[('index', 'ours')]:,.0f} index documents/s in this run "
+        f"({TODAY_INDEX_REQS:,} when issue 10 measured it, on another run): that is gunicorn's own HTTP work "
+        "in Python, which granian does in native code.",
     ]
     text = "\n".join(lines)
     path = write_section(ctx.root, "serving", text)
