@@ -64,30 +64,46 @@ def _flush_at_exit() -> None:
         log.warning("download counts: the last ones could not be written", exc_info=True)
 
 
-def run_pass(*, first: bool, housekeeping: bool = True) -> None:
+def run_pass(*, first: bool, housekeeping: bool = True, repair_all: bool | None = None) -> None:
     """One pass of the background work (see the module's docstring). The first pass runs as the
     process answers its first request, so it leaves that request's count to the next (a count
-    written at once would race the request's own)."""
+    written at once would race the request's own). ``repair_all`` (the first pass's by default):
+    repair every static index file, not only those of the extensions changed lately. A Redis
+    outage is logged, not raised: the process's own counts are written whatever Redis does."""
     if not first:
         downloadcounts.flush_local()
     if settings.CELERY_TASK_ALWAYS_EAGER:
-        downloadcounts.drain_shared()
+        downloadcounts.drain_shared_unless_down()
         if housekeeping:
-            static_index_repair(updated_since=None if first else timezone.now() - REPAIR_WINDOW)
+            everything = first if repair_all is None else repair_all
+            static_index_repair(updated_since=None if everything else timezone.now() - REPAIR_WINDOW)
+
+
+class Passes:
+    """The passes of one process's background thread: a pass that fails is logged and the next
+    goes on; the first pass's full repair is made again until one succeeds, but a failed pass does
+    not hold the counts back (each pass after the first writes them)."""
+
+    def __init__(self) -> None:
+        self.first, self.repaired_all = True, False
+
+    def run(self) -> None:
+        try:
+            close_old_connections()
+            run_pass(first=self.first, housekeeping=settings.REGISTRY_HOUSEKEEPING, repair_all=not self.repaired_all)
+            self.repaired_all = True
+        except Exception:
+            log.warning("registry background work failed; trying again", exc_info=True)
+        finally:
+            self.first = False
+            connection.close()
 
 
 def _loop() -> None:
     interval = float(settings.REGISTRY_DOWNLOADS_FLUSH_SECONDS)
-    first = True
+    passes = Passes()
     while True:
-        try:
-            close_old_connections()
-            run_pass(first=first, housekeeping=settings.REGISTRY_HOUSEKEEPING)
-            first = False
-        except Exception:
-            log.warning("registry background work failed; trying again", exc_info=True)
-        finally:
-            connection.close()
+        passes.run()
         time.sleep(interval)
 
 

@@ -130,8 +130,9 @@ def drain_shared() -> int:
     client = _client()
     if client is None:
         return 0
-    # Read and removed in one MULTI/EXEC transaction: no count lands between the two, no other
-    # flusher takes the same counts, and a connection lost midway leaves the hash as it was.
+    # Read and removed in one MULTI/EXEC transaction: no count lands between the two and no other
+    # flusher takes the same counts. A connection lost before EXEC leaves the hash as it was; an
+    # answer lost after it loses the batch (as a flusher killed before its commit does).
     pipe = client.pipeline(transaction=True)
     pipe.hgetall(PENDING_KEY)
     pipe.delete(PENDING_KEY)
@@ -150,18 +151,23 @@ def drain_shared() -> int:
         raise
 
 
-def flush() -> int:
-    """Write every count this process can reach: its own buffer, then the shared Redis hash."""
-    written = flush_local()
+def drain_shared_unless_down() -> int:
+    """`drain_shared`, with a Redis outage logged (downloads are counted in the process meanwhile)
+    rather than raised."""
     try:
-        written += drain_shared()
+        return drain_shared()
     except Exception as exc:
         import redis
 
         if not isinstance(exc, redis.RedisError):
             raise
         _redis_failed("flush", exc)
-    return written
+        return 0
+
+
+def flush() -> int:
+    """Write every count this process can reach: its own buffer, then the shared Redis hash."""
+    return flush_local() + drain_shared_unless_down()
 
 
 def _chunks(items: list[int]) -> list[list[int]]:

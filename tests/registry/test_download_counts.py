@@ -211,6 +211,41 @@ def test_with_redis_counts_taken_while_downloads_go_on_are_each_written_once(
     assert shared.keys("registry:downloads:*") == []
 
 
+def test_background_passes_write_the_counts_while_redis_and_the_repair_fail(
+    two: None, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A web process's background thread (embedded mode): Redis does not answer and the static
+    index repair fails on every pass, yet each pass after the first writes the process's counts,
+    and the first pass's full repair is tried again until it succeeds."""
+    from types import SimpleNamespace
+
+    from registry import background
+    from tests.services import free_port
+
+    settings.REGISTRY_HOUSEKEEPING = True
+    settings.REGISTRY_DOWNLOADS_REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens
+    monkeypatch.setattr(downloadcounts, "_redis_down_until", 0.0)
+    monkeypatch.setattr(downloadcounts, "_REDIS_RETRY_SECONDS", 0.0)  # every call tries Redis again
+    repairs: list[Any] = []
+
+    def repair(*, updated_since: Any) -> None:
+        repairs.append(updated_since)
+        raise OSError("storage is down")
+
+    monkeypatch.setattr(background, "static_index_repair", repair)
+    # (The test's transaction must outlive the passes, which close the thread's connection.)
+    monkeypatch.setattr(background, "close_old_connections", lambda: None)
+    monkeypatch.setattr(background, "connection", SimpleNamespace(close=lambda: None))
+    version = Version.objects.get(extension__name="redis")
+    passes = background.Passes()
+    passes.run()  # as the first request is answered: its count is left to the next pass
+    downloadcounts.record(version.pk)  # counted in this process: Redis does not answer
+    assert downloadcounts.pending_local() == 1
+    passes.run()
+    assert totals("redis") == (1, {"7.2.4": 1})
+    assert repairs == [None, None]  # everything, both times
+
+
 @pytest.mark.redis
 def test_while_redis_is_down_downloads_still_work_and_are_counted_here(
     client: Client, two: None, settings: Any, monkeypatch: pytest.MonkeyPatch
