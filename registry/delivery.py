@@ -96,7 +96,8 @@ class Answer:
 
 def answer(ref: PackageRef, *, head: bool, if_none_match: str) -> Answer:
     """The answer to GET (head=False) or HEAD of the package, given the request's If-None-Match.
-    Raises StorageUnavailable when the presigned URL cannot be made."""
+    Raises StorageUnavailable when the presigned URL cannot be made, or when the file nginx is to
+    send (X-Accel-Redirect) is not the package's size."""
     etag = f'"{ref.sha256}"'
     headers = [("ETag", etag), ("X-Checksum-Sha256", ref.sha256)]
     if etag_matches(if_none_match, etag):
@@ -117,6 +118,7 @@ def answer(ref: PackageRef, *, head: bool, if_none_match: str) -> Answer:
     accel = settings.REGISTRY_ACCEL_REDIRECT
     if accel:
         # nginx answers with the file at that internal location, keeping these headers.
+        storage.check_size(ref.storage_key, ref.size)
         sent = [*described, ("X-Accel-Redirect", accel + ref.storage_key), ("Content-Length", "0")]
         return Answer(200, sent, False, True)
     return Answer(200, [*described, ("Content-Length", str(ref.size))], True, True)

@@ -255,6 +255,8 @@ class DownloadFastPath:
                 handle = _open_package(ref)
                 if handle is None:
                     return None  # the view answers 503
+        except StorageUnavailable:
+            return None  # (logged) the view answers the 503 that says why
         except Exception as exc:  # noqa: BLE001 - _fall_back logs it and says who answers
             allow = [("Allow", DOWNLOAD_ALLOW)]  # a DRF view's answer
             return _fall_back(exc, "download", environ, start_response, allow, compact=True)

@@ -140,15 +140,27 @@ def open_sized(key: str, size_bytes: int) -> IO[bytes]:
     ``Content-Length: size_bytes``: an object of any other size there (cut short or replaced on the
     disk) is `StorageUnavailable`, never an answer whose body is not its length."""
     handle = cast(IO[bytes], _call("open", open, file_path(key), "rb", message=UNREADABLE))
-    found = os.fstat(handle.fileno()).st_size
-    if found != size_bytes:
+    try:
+        _check_size(key, _call("stat", os.fstat, handle.fileno(), message=UNREADABLE).st_size, size_bytes)
+    except BaseException:
         handle.close()
+        raise
+    return handle
+
+
+def check_size(key: str, size_bytes: int) -> None:
+    """`StorageUnavailable` unless the stored object (files storage) is ``size_bytes`` long: before
+    another process (nginx, after X-Accel-Redirect) sends it with the registry's headers."""
+    _check_size(key, _call("stat", os.stat, file_path(key), message=UNREADABLE).st_size, size_bytes)
+
+
+def _check_size(key: str, found: int, size_bytes: int) -> None:
+    if found != size_bytes:
         log.error(
             "stored object %s is %d bytes, not the %d recorded: not sent (python manage.py check_integrity)",
             key, found, size_bytes,
         )  # fmt: skip
         raise StorageUnavailable(DAMAGED)
-    return handle
 
 
 def file_path(key: str) -> str:
