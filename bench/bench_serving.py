@@ -356,7 +356,7 @@ def run(ctx: Context) -> list[Row]:
     checks += [
         ("index: ours (granian) req/s", rate[("index", "granian")], ">= 10,000", 10_000.0),
         (
-            "index: ours (granian) / ours (gunicorn, issue 10's today) req/s",
+            "index: ours (granian) / ours (gunicorn: issue 10's 'today', this run) req/s",
             ratio("index", "granian", "ours"),
             ">= 2",
             2.0,

@@ -142,7 +142,8 @@ def test_nginx_serves_the_signed_metadata_and_index_targets_with_the_registrys_b
     through_nginx, asked_directly = (httpx.get(base + package, timeout=10) for base in (url, registry.url))
     assert (through_nginx.status_code, through_nginx.content) == (200, asked_directly.content)
     assert by_registry(through_nginx)  # the registry checks that the signed index lists it
-    for unknown in ("/tuf/metadata/99.root.json", "/tuf/targets/index/" + "0" * 64 + ".nothing.json"):
+    unknowns = ("/tuf/metadata/99.root.json", "/tuf/targets/index/" + "0" * 64 + ".nothing.json", "/tuf/metadata/")
+    for unknown in unknowns:
         missing = httpx.get(url + unknown, timeout=10)
         assert (missing.status_code, by_registry(missing)) == (404, True), unknown
 
