@@ -31,11 +31,14 @@ def _not_found(what: str) -> HttpResponse:
     return HttpResponse(f"{what}\n", status=404, content_type="text/plain")
 
 
-def _serve(key: str, *, content_type: str, cache: str, filename: str | None = None) -> HttpResponseBase:
+def _serve(
+    key: str, *, content_type: str, cache: str, filename: str | None = None, length: int | None = None
+) -> HttpResponseBase:
+    """The stored file; with ``length`` (a package's, from its row) only a file of that length."""
     try:
         if not storage.exists(key):
             return _not_found(f"no such file: {key}")
-        handle = storage.open_file(key)
+        handle = storage.open_file(key) if length is None else storage.open_sized(key, length)
     except RegistryError:
         return HttpResponse(
             "storage unavailable\n", status=503, content_type="text/plain", headers={"Retry-After": "5"}
@@ -68,16 +71,18 @@ def target(request: HttpRequest, path: str) -> HttpResponseBase:
     if served is None:
         return _not_found("no such target")
     kind, target_path, sha256 = served
-    # Only what the signed index lists (or listed) under this name: never an arbitrary object.
-    if not TrustTarget.objects.filter(path=target_path, sha256=sha256).exists() and kind.name == "packages":
-        return _not_found("no such target")
     key = kind.storage_key(target_path, sha256)
     basename = target_path.rsplit("/", 1)[-1]
     if kind.name == "packages":
+        # Only what the signed index lists (or listed) under this name: never an arbitrary object.
+        rows = TrustTarget.objects.filter(path=target_path, sha256=sha256)
+        length = rows.values_list("length", flat=True).first()
+        if length is None:
+            return _not_found("no such target")
         if storage.is_s3():
             try:
                 return HttpResponseRedirect(storage.presigned_url(key, filename=basename))
             except RegistryError:
                 return HttpResponse("storage unavailable\n", status=503, content_type="text/plain")
-        return _serve(key, content_type="application/gzip", cache=IMMUTABLE, filename=basename)
+        return _serve(key, content_type="application/gzip", cache=IMMUTABLE, filename=basename, length=length)
     return _serve(key, content_type=kind.media_type, cache=IMMUTABLE)

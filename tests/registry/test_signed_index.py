@@ -280,6 +280,11 @@ def test_the_views_serve_immutable_names_and_refuse_everything_else(
     ):
         assert client.get(path).status_code == 404, path
     assert client.post("/tuf/metadata/timestamp.json").status_code == 405
+    # A package file damaged on the disk is not sent under the signed target's name.
+    with open(storage.file_path(version.storage_key), "r+b") as handle:
+        handle.truncate(version.size // 2)
+    damaged = client.get(f"/tuf/targets/packages/etcd/{version.sha256}.etcd-3.5.9.tar.gz")
+    assert (damaged.status_code, damaged.content) == (503, b"storage unavailable\n")
 
 
 def test_bins_list_exactly_their_targets(signed: Path, publisher: Any) -> None:
