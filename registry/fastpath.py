@@ -200,15 +200,6 @@ class _RefCache:
         return ref
 
 
-def _open_package(ref: delivery.PackageRef) -> IO[bytes] | None:
-    """The package's file, or None when storage cannot send it as stored (the view answers the 503
-    that says so)."""
-    try:
-        return storage.open_sized(ref.storage_key, ref.size)
-    except StorageUnavailable:
-        return None
-
-
 def _send(environ: dict[str, Any], handle: IO[bytes]) -> Iterable[bytes]:
     """The file as the body: through gunicorn's sendfile (wsgi.file_wrapper) when there is one."""
     wrapper = environ.get("wsgi.file_wrapper")
@@ -252,9 +243,7 @@ class DownloadFastPath:
                 return None
             reply = delivery.answer(ref, head=head, if_none_match=environ.get("HTTP_IF_NONE_MATCH", ""))
             if reply.send_file:
-                handle = _open_package(ref)
-                if handle is None:
-                    return None  # the view answers 503
+                handle = storage.open_sized(ref.storage_key, ref.size)
         except StorageUnavailable:
             return None  # (logged) the view answers the 503 that says why
         except Exception as exc:  # noqa: BLE001 - _fall_back logs it and says who answers
@@ -303,9 +292,11 @@ class BlobFastPath:
                 return None  # the view's 307 to a presigned URL
             # None for a config or referrer blob, or none at all: the view answers.
             ref = self._refs.get((name, sha256), lambda: delivery.package_by_digest(name=name, sha256=sha256))
-            handle = _open_package(ref) if ref is not None else None
-            if ref is None or handle is None:
+            if ref is None:
                 return None
+            handle = storage.open_sized(ref.storage_key, ref.size)
+        except StorageUnavailable:
+            return None  # (logged) the view answers the 503 that says why
         except Exception as exc:  # noqa: BLE001 - _fall_back logs it and says who answers
             return _fall_back(exc, "blob", environ, start_response)
         if self._common is None:
